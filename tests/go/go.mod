@@ -1,0 +1,5 @@
+module zoolog/tests/go
+
+go 1.22
+
+require github.com/go-zookeeper/zk v1.0.4
