@@ -12,18 +12,23 @@ import (
 func TestConnectWithOldFormConnectRequestGetsSession(t *testing.T) {
 	c := connect(t, shared.addr, withTap())
 
+	// go-zk may have needed more than one attempt (e.g. a connection that raced server start-up);
+	// every attempt uses the old form, and the one that produced the session is checked.
 	hs := c.tap.handshakeList()
-	if len(hs) != 1 {
-		t.Fatalf("handshakes = %d, want 1", len(hs))
+	var got *handshake
+	for i := range hs {
+		if hs[i].reqLen != 44 {
+			t.Fatalf("go-zk ConnectRequest payload = %d bytes, want the old 44-byte form (test premise)", hs[i].reqLen)
+		}
+		if hs[i].respSession != 0 && hs[i].respSession == c.SessionID() {
+			got = &hs[i]
+		}
 	}
-	if hs[0].reqLen != 44 {
-		t.Fatalf("go-zk ConnectRequest payload = %d bytes, want the old 44-byte form (test premise)", hs[0].reqLen)
+	if got == nil {
+		t.Fatalf("no ConnectResponse carried go-zk's session id %#x; handshakes %+v", c.SessionID(), hs)
 	}
-	if hs[0].respLen != 36 {
-		t.Fatalf("ConnectResponse payload = %d bytes, want 36 (no readOnly byte for an old-form request)", hs[0].respLen)
-	}
-	if hs[0].respSession == 0 || hs[0].respSession != c.SessionID() {
-		t.Fatalf("ConnectResponse sessionId = %#x, go-zk SessionID = %#x; want equal and non-zero", hs[0].respSession, c.SessionID())
+	if got.respLen != 36 {
+		t.Fatalf("ConnectResponse payload = %d bytes, want 36 (no readOnly byte for an old-form request)", got.respLen)
 	}
 	if c.State() != zk.StateHasSession {
 		t.Fatalf("State() = %v, want StateHasSession", c.State())
@@ -67,7 +72,8 @@ func TestSessionTimeoutIsClampedToTickTimeBounds(t *testing.T) {
 		{300 * time.Second, 40000},
 	} {
 		c := connect(t, shared.addr, withTap(), withSessionTimeout(tc.ask))
-		hs := c.tap.handshakeList()[0]
+		list := c.tap.handshakeList()
+		hs := list[len(list)-1]
 		if hs.reqTimeout != int32(tc.ask/time.Millisecond) {
 			t.Fatalf("go-zk asked for %d ms, want %d (test premise)", hs.reqTimeout, tc.ask/time.Millisecond)
 		}
