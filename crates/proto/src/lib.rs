@@ -1,0 +1,69 @@
+//! # zoolog-proto
+//!
+//! Owns the bytes of the ZooKeeper 3.9 client protocol: the jute encoding, every request and
+//! response record, both handshake forms, opcodes, error codes and the frame length rule.
+//!
+//! It must never do IO, keep state between frames, or decide what a request means: decoding
+//! either yields a typed value or a [`DecodeError`] that says precisely what was wrong, for any
+//! input bytes (the decoder is fuzzed).
+
+pub mod codes;
+pub mod connect;
+pub mod jute;
+pub mod records;
+pub mod request;
+pub mod response;
+
+pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
+pub use connect::{ConnectRequest, ConnectResponse};
+pub use jute::{Jute, Reader};
+pub use records::*;
+pub use request::Request;
+pub use response::{encode_notification, encode_reply, MultiResult, Response};
+
+/// ZooKeeper's default `jute.maxbuffer`: the largest frame a server accepts (1 MiB − 1).
+pub const PACKET_BYTES_MAX_DEFAULT: usize = 0xfffff;
+
+/// Why a frame could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame ends at byte {offset} but {wanted} more bytes were needed")]
+    Truncated { offset: usize, wanted: usize },
+    #[error("length {length} at byte {offset} is negative or longer than the frame")]
+    BadLength { offset: usize, length: i32 },
+    #[error("string at byte {offset} is not valid UTF-8")]
+    BadUtf8 { offset: usize },
+    #[error("unknown opcode {opcode}")]
+    UnknownOpcode { opcode: i32 },
+    #[error("opcode {opcode} is not allowed in this multi")]
+    BadMultiOp { opcode: i32 },
+    #[error("unknown error code {code}")]
+    UnknownErrorCode { code: i32 },
+    #[error("{extra} bytes left over after the record")]
+    TrailingBytes { extra: usize },
+}
+
+/// Why a frame length prefix was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("frame length {length} is outside 0..={bytes_max} (jute.maxbuffer)")]
+pub struct FrameTooLong {
+    pub length: i32,
+    pub bytes_max: usize,
+}
+
+/// Checks a frame's 4-byte length prefix against the limit.
+pub fn frame_length(prefix: [u8; 4], bytes_max: usize) -> Result<usize, FrameTooLong> {
+    let length = i32::from_be_bytes(prefix);
+    usize::try_from(length)
+        .ok()
+        .filter(|&length| length <= bytes_max)
+        .ok_or(FrameTooLong { length, bytes_max })
+}
+
+/// Prepends the 4-byte length to a payload.
+pub fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + payload.len());
+    out.extend_from_slice(&(payload.len() as i32).to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
