@@ -1,0 +1,70 @@
+//! The few file-system steps every durable write here shares.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, LogError};
+
+/// Makes creations, renames and deletions inside `dir` durable: without it a crash can
+/// forget a file whose contents were already fsynced.
+pub(crate) fn fsync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .context(|| format!("fsync directory {}", dir.display()))
+}
+
+pub(crate) fn create_dir(dir: &Path) -> Result<(), LogError> {
+    fs::create_dir_all(dir).context(|| format!("create directory {}", dir.display()))
+}
+
+/// File names in `dir`; names that are not UTF-8 are not ours and are skipped.
+pub(crate) fn file_names(dir: &Path) -> Result<Vec<String>, LogError> {
+    let read_error = || format!("list directory {}", dir.display());
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).context(read_error)? {
+        if let Ok(name) = entry.context(read_error)?.file_name().into_string() {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+pub(crate) fn remove_file(path: &Path) -> Result<(), LogError> {
+    fs::remove_file(path).context(|| format!("delete {}", path.display()))
+}
+
+/// An exclusive advisory lock on a directory, held for as long as this value lives, so two
+/// logs (in one process or two) never write the same files.
+#[derive(Debug)]
+pub(crate) struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    pub fn acquire(dir: &Path) -> Result<Self, LogError> {
+        let lock_file = dir.join("LOCK");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_file)
+            .context(|| format!("open lock file {}", lock_file.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(DirLock { _file: file }),
+            Err(TryLockError::WouldBlock) => {
+                Err(LogError::Locked { dir: dir.to_path_buf(), lock_file })
+            }
+            Err(TryLockError::Error(source)) => {
+                Err(LogError::io(format!("lock {}", lock_file.display()), source))
+            }
+        }
+    }
+}
+
+/// Whether two paths name the same directory, so it is locked only once.
+pub(crate) fn same_dir(a: &Path, b: &Path) -> Result<bool, LogError> {
+    let canonical = |path: &Path| -> Result<PathBuf, LogError> {
+        path.canonicalize().context(|| format!("resolve {}", path.display()))
+    };
+    Ok(canonical(a)? == canonical(b)?)
+}

@@ -1,0 +1,96 @@
+//! zoolog's ordering layer.
+//!
+//! This crate owns the total order of state changes: it takes opaque commands, gives each a
+//! position (the zxid clients see: first entry 1, 0 means "nothing"), makes them durable and
+//! hands committed entries back, in order, without gaps. It owns the files that make this
+//! survive a crash: WAL segments and snapshots, their framing, checksums, recovery and purge.
+//!
+//! It must never interpret a command (it depends on no other zoolog crate), never acknowledge
+//! an entry before it is durable, never renumber, skip or reorder positions, and never start
+//! from damaged files by guessing: only an unfinished write at the very end of the log is cut
+//! away, anything else stops the server with a message saying where and what to do.
+//!
+//! - [`OrderingLayer`] is what the server front end talks to; [`SingleLog`] is the standalone
+//!   implementation, and a Zab ensemble or a CORFU shared log will implement the same trait.
+//! - Committed entries arrive through a bounded channel of [`CommittedBatch`]es returned when
+//!   the log is opened, so a slow apply loop slows the log down instead of growing a buffer.
+//! - [`SnapshotStore`] is separate from the WAL because every ordering layer needs snapshots,
+//!   even one without a local WAL (see its module docs).
+//!
+//! Framing, scanning and recovery decisions are pure functions over bytes (`record`,
+//! `recovery`, the snapshot image codec); the writer thread and `open` only move bytes
+//! between those functions and the disk.
+
+mod error;
+mod fsutil;
+mod record;
+mod recovery;
+mod single;
+mod snapshot;
+
+pub use error::{AppendError, LogError};
+pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
+pub use snapshot::{SnapshotStore, SNAPSHOTS_RETAINED_MIN};
+
+use bytes::Bytes;
+
+/// A place in the total order, and the zxid of the entry there. The first entry is 1; 0 means
+/// "nothing" (an empty log, or a snapshot of the empty state).
+pub type Position = u64;
+
+/// What the server front end needs from whatever orders its commands.
+pub trait OrderingLayer: Send + Sync + 'static {
+    /// Queues one command for ordering; never blocks. The entry's position becomes known when
+    /// it comes back in a [`CommittedBatch`]. Errors when the bounded queue is full
+    /// ([`AppendError::Full`]), the entry is too large, or the log has failed or closed.
+    fn append(&self, entry: Bytes) -> Result<(), AppendError>;
+
+    /// Position of the last entry known committed (durable); never decreases.
+    fn committed_position(&self) -> Position;
+}
+
+/// Consecutive committed entries: positions strictly increasing by one, no gaps, never empty.
+/// Batches themselves follow each other without gaps either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedBatch {
+    entries: Vec<(Position, Bytes)>,
+}
+
+impl CommittedBatch {
+    /// # Panics
+    /// If `entries` is empty or its positions are not consecutive: that would be a bug in the
+    /// ordering layer, and applying it would silently diverge the state.
+    pub fn new(entries: Vec<(Position, Bytes)>) -> Self {
+        assert!(!entries.is_empty(), "a committed batch is never empty");
+        assert!(
+            entries.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1),
+            "committed positions must be consecutive"
+        );
+        CommittedBatch { entries }
+    }
+
+    pub fn entries(&self) -> &[(Position, Bytes)] {
+        &self.entries
+    }
+
+    pub fn into_entries(self) -> Vec<(Position, Bytes)> {
+        self.entries
+    }
+
+    pub fn first_position(&self) -> Position {
+        self.entries[0].0
+    }
+
+    pub fn last_position(&self) -> Position {
+        self.entries[self.entries.len() - 1].0
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Always false; present because clippy expects it next to `len`.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}

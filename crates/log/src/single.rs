@@ -1,0 +1,574 @@
+//! The standalone ordering layer: one process, a local WAL, group commit.
+//!
+//! Appenders push onto a bounded queue; one writer thread drains what is queued into a
+//! batch, writes it, does one fdatasync for the whole batch and only then publishes it as
+//! committed. The writer is the only thing that assigns positions, so positions follow queue
+//! order, which is append order.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver as QueueReceiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::error::{AppendError, IoContext, LogError};
+use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file, same_dir, DirLock};
+use crate::record::{encode_record, encoded_len, RECORD_PAYLOAD_BYTES_MAX};
+use crate::recovery::{
+    first_segment_to_read, parse_segment_file_name, segment_file_name, segments_to_purge,
+    RecoveredTail, SegmentVerdict, TailRecovery,
+};
+use crate::snapshot::SnapshotStore;
+use crate::{CommittedBatch, OrderingLayer, Position};
+
+const MIB: usize = 1024 * 1024;
+
+/// Where the log lives and the limits of every queue and buffer in it.
+#[derive(Debug, Clone)]
+pub struct SingleLogConfig {
+    /// WAL segments (ZooKeeper's dataLogDir).
+    pub wal_dir: PathBuf,
+    /// Snapshots (ZooKeeper's dataDir); may be the same directory as `wal_dir`.
+    pub snapshot_dir: PathBuf,
+    /// A segment is rolled before a record would take it past this size; a single record
+    /// larger than this gets a segment of its own.
+    pub segment_bytes_max: u64,
+    pub entry_bytes_max: usize,
+    /// Appends waiting for the writer, counted in entries and in payload bytes.
+    pub queue_entries_max: usize,
+    pub queue_bytes_max: usize,
+    /// One write and one fsync cover at most this much.
+    pub batch_entries_max: usize,
+    pub batch_bytes_max: usize,
+    /// Committed batches the apply loop has not received yet; when full the writer waits.
+    pub committed_batches_max: usize,
+    /// ZooKeeper's autopurge.snapRetainCount (at least [`crate::SNAPSHOTS_RETAINED_MIN`]).
+    pub snapshots_retained: usize,
+}
+
+impl SingleLogConfig {
+    pub fn new(wal_dir: impl Into<PathBuf>, snapshot_dir: impl Into<PathBuf>) -> Self {
+        SingleLogConfig {
+            wal_dir: wal_dir.into(),
+            snapshot_dir: snapshot_dir.into(),
+            segment_bytes_max: 64 * MIB as u64,
+            entry_bytes_max: 4 * MIB,
+            queue_entries_max: 16 * 1024,
+            queue_bytes_max: 64 * MIB,
+            batch_entries_max: 1024,
+            batch_bytes_max: 8 * MIB,
+            committed_batches_max: 64,
+            snapshots_retained: 3,
+        }
+    }
+
+    fn validate(&self) -> Result<(), LogError> {
+        let positive = [
+            ("segment_bytes_max", self.segment_bytes_max as usize),
+            ("queue_entries_max", self.queue_entries_max),
+            ("batch_entries_max", self.batch_entries_max),
+            ("batch_bytes_max", self.batch_bytes_max),
+            ("committed_batches_max", self.committed_batches_max),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(LogError::InvalidConfig(format!("{name} must be greater than 0")));
+        }
+        if self.entry_bytes_max > RECORD_PAYLOAD_BYTES_MAX {
+            return Err(LogError::InvalidConfig(format!(
+                "entry_bytes_max {} exceeds the record format limit {RECORD_PAYLOAD_BYTES_MAX}",
+                self.entry_bytes_max
+            )));
+        }
+        if self.queue_bytes_max < self.entry_bytes_max {
+            return Err(LogError::InvalidConfig(format!(
+                "queue_bytes_max {} is below entry_bytes_max {}, so a maximal entry could never be queued",
+                self.queue_bytes_max, self.entry_bytes_max
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What recovery found, for the server to rebuild its state: load the snapshot (if any),
+/// then apply the tail in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    pub snapshot: Option<(Position, Bytes)>,
+    /// The committed entries after the snapshot, consecutive.
+    pub tail: Vec<(Position, Bytes)>,
+}
+
+impl Recovered {
+    /// The position the state stands at once snapshot and tail are applied.
+    pub fn last_position(&self) -> Position {
+        match (self.tail.last(), &self.snapshot) {
+            (Some((position, _)), _) => *position,
+            (None, Some((position, _))) => *position,
+            (None, None) => 0,
+        }
+    }
+}
+
+/// Counters for tests and metrics; each value is read independently, not as one snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    pub entries_committed: u64,
+    pub batches_committed: u64,
+    /// Every fsync and fdatasync the writer issued, of segments and of the WAL directory.
+    pub fsyncs: u64,
+    pub last_fsync_duration_us: u64,
+}
+
+/// State the writer thread publishes and appenders read.
+#[derive(Debug, Default)]
+struct Shared {
+    committed_position: AtomicU64,
+    queued_bytes: AtomicUsize,
+    entries_committed: AtomicU64,
+    batches_committed: AtomicU64,
+    fsyncs: AtomicU64,
+    last_fsync_duration_us: AtomicU64,
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn timed_fsync(&self, sync: impl FnOnce() -> Result<(), LogError>) -> Result<(), LogError> {
+        let started = Instant::now();
+        sync()?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_fsync_duration_us.store(micros, Ordering::Relaxed);
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}
+
+/// The standalone ordering layer. See the module docs for how group commit works.
+///
+/// Dropping it (or [`SingleLog::close`]) writes and publishes everything already queued
+/// before the writer stops; this waits on the apply loop, which must keep receiving
+/// committed batches or drop its receiver.
+#[derive(Debug)]
+pub struct SingleLog {
+    wal_dir: PathBuf,
+    entry_bytes_max: usize,
+    queue_bytes_max: usize,
+    queue: RwLock<Option<SyncSender<Bytes>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    shared: Arc<Shared>,
+    snapshots: SnapshotStore,
+    _dir_locks: Vec<DirLock>,
+}
+
+impl SingleLog {
+    /// Recovers from the files in the configured directories, then starts the writer.
+    pub fn open(
+        config: SingleLogConfig,
+    ) -> Result<(SingleLog, Recovered, mpsc::Receiver<CommittedBatch>), LogError> {
+        config.validate()?;
+        create_dir(&config.wal_dir)?;
+        create_dir(&config.snapshot_dir)?;
+        let mut dir_locks = vec![DirLock::acquire(&config.wal_dir)?];
+        if !same_dir(&config.wal_dir, &config.snapshot_dir)? {
+            dir_locks.push(DirLock::acquire(&config.snapshot_dir)?);
+        }
+        let snapshots = SnapshotStore::open(&config.snapshot_dir, config.snapshots_retained)?;
+        let snapshot = snapshots.load_newest_valid()?;
+        let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
+        let (recovered_tail, last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
+        let RecoveredTail { tail, wal_last_position } = recovered_tail;
+        let committed_position = wal_last_position.max(snapshot_position);
+        if wal_last_position < snapshot_position {
+            tracing::warn!(
+                wal_last_position,
+                snapshot_position,
+                "the WAL ends before the newest snapshot; continuing after the snapshot"
+            );
+        }
+
+        let shared = Arc::new(Shared::default());
+        shared.committed_position.store(committed_position, Ordering::Release);
+        let segment =
+            ActiveSegment::open_or_create(&config.wal_dir, last_segment, committed_position + 1, &shared)?;
+        let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
+        let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
+        let writer = Writer {
+            wal_dir: config.wal_dir.clone(),
+            segment,
+            next_position: committed_position + 1,
+            segment_bytes_max: config.segment_bytes_max,
+            batch_entries_max: config.batch_entries_max,
+            batch_bytes_max: config.batch_bytes_max,
+            buffer: Vec::new(),
+            queue: queue_rx,
+            held_over: None,
+            committed: committed_tx,
+            apply_loop_gone: false,
+            shared: Arc::clone(&shared),
+        };
+        let handle = std::thread::Builder::new()
+            .name("zoolog-wal-writer".into())
+            .spawn(move || writer.run())
+            .context(|| "spawn the WAL writer thread".to_string())?;
+        tracing::info!(
+            wal_dir = %config.wal_dir.display(),
+            snapshot_position,
+            tail_entries = tail.len(),
+            committed_position,
+            "log opened"
+        );
+        let log = SingleLog {
+            wal_dir: config.wal_dir,
+            entry_bytes_max: config.entry_bytes_max,
+            queue_bytes_max: config.queue_bytes_max,
+            queue: RwLock::new(Some(queue_tx)),
+            writer: Mutex::new(Some(handle)),
+            shared,
+            snapshots,
+            _dir_locks: dir_locks,
+        };
+        Ok((log, Recovered { snapshot, tail }, committed_rx))
+    }
+
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            entries_committed: self.shared.entries_committed.load(Ordering::Relaxed),
+            batches_committed: self.shared.batches_committed.load(Ordering::Relaxed),
+            fsyncs: self.shared.fsyncs.load(Ordering::Relaxed),
+            last_fsync_duration_us: self.shared.last_fsync_duration_us.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn snapshot_store(&self) -> &SnapshotStore {
+        &self.snapshots
+    }
+
+    /// Durably stores the state exact at `position` (which must be committed), then purges.
+    /// Blocking IO: call it from a background thread.
+    pub fn save_snapshot(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        let committed = self.committed_position();
+        if position > committed {
+            return Err(LogError::SnapshotBeyondCommitted { position, committed });
+        }
+        self.snapshots.save(position, payload)?;
+        self.purge()
+    }
+
+    /// Deletes snapshots beyond the retained count and the WAL segments that only hold
+    /// entries at or below the oldest retained snapshot. Blocking IO; safe to call on a timer
+    /// (ZooKeeper's autopurge.purgeInterval) while the log is running.
+    pub fn purge(&self) -> Result<(), LogError> {
+        let Some(oldest_retained) = self.snapshots.purge()? else {
+            return Ok(());
+        };
+        let first_positions = list_segments(&self.wal_dir)?;
+        let doomed = segments_to_purge(&first_positions, oldest_retained);
+        for first_position in doomed {
+            remove_file(&self.wal_dir.join(segment_file_name(*first_position)))?;
+        }
+        if !doomed.is_empty() {
+            fsync_dir(&self.wal_dir)?;
+            tracing::info!(segments = doomed.len(), oldest_retained, "purged WAL segments");
+        }
+        Ok(())
+    }
+
+    /// Stops accepting appends, lets the writer commit and publish everything already
+    /// queued, and waits for it to stop. Idempotent. Reports a writer failure, if any.
+    pub fn close(&self) -> Result<(), LogError> {
+        drop(self.queue.write().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
+        let handle = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if let Some(handle) = handle {
+            if handle.join().is_err() {
+                return Err(LogError::WriterFailed("the writer thread panicked".into()));
+            }
+        }
+        match self.shared.failure() {
+            Some(failure) => Err(LogError::WriterFailed(failure)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reserves room for `entry_bytes` in the queue's byte budget; the writer gives it back
+    /// when it takes the entry.
+    fn reserve_queue_bytes(&self, entry_bytes: usize) -> Result<(), AppendError> {
+        let before = self.shared.queued_bytes.fetch_add(entry_bytes, Ordering::AcqRel);
+        if before + entry_bytes > self.queue_bytes_max {
+            self.shared.queued_bytes.fetch_sub(entry_bytes, Ordering::AcqRel);
+            return Err(AppendError::Full);
+        }
+        Ok(())
+    }
+}
+
+impl OrderingLayer for SingleLog {
+    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
+        let entry_bytes = entry.len();
+        if entry_bytes > self.entry_bytes_max {
+            return Err(AppendError::TooLarge { entry_bytes, entry_bytes_max: self.entry_bytes_max });
+        }
+        let queue = self.queue.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(queue) = queue.as_ref() else {
+            return Err(AppendError::Closed);
+        };
+        self.reserve_queue_bytes(entry_bytes)?;
+        queue.try_send(entry).map_err(|error| {
+            self.shared.queued_bytes.fetch_sub(entry_bytes, Ordering::AcqRel);
+            match error {
+                TrySendError::Full(_) => AppendError::Full,
+                TrySendError::Disconnected(_) => AppendError::Failed,
+            }
+        })
+    }
+
+    fn committed_position(&self) -> Position {
+        self.shared.committed_position.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for SingleLog {
+    fn drop(&mut self) {
+        if let Err(error) = self.close() {
+            tracing::error!(%error, "log closed with an error");
+        }
+    }
+}
+
+/// First positions of the segment files in `wal_dir`, sorted.
+fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
+    let mut first_positions: Vec<Position> =
+        file_names(wal_dir)?.iter().filter_map(|name| parse_segment_file_name(name)).collect();
+    first_positions.sort_unstable();
+    Ok(first_positions)
+}
+
+/// The last segment as recovery left it: its first position and its length in bytes.
+#[derive(Debug, Clone, Copy)]
+struct LastSegment {
+    first_position: Position,
+    valid_bytes: u64,
+    next_position: Position,
+}
+
+/// Reads every segment that can hold entries after `snapshot_position`, truncating a torn
+/// tail of the last one, and refusing damage anywhere else.
+fn recover_wal(
+    wal_dir: &Path,
+    snapshot_position: Position,
+) -> Result<(RecoveredTail, Option<LastSegment>), LogError> {
+    let first_positions = list_segments(wal_dir)?;
+    let Some(start) = first_segment_to_read(&first_positions, snapshot_position, wal_dir)? else {
+        return Ok((TailRecovery::new(snapshot_position).finish(), None));
+    };
+    let mut recovery = TailRecovery::new(snapshot_position);
+    let mut last_segment = None;
+    let to_read = &first_positions[start..];
+    for (index, &first_position) in to_read.iter().enumerate() {
+        let path = wal_dir.join(segment_file_name(first_position));
+        let bytes = Bytes::from(fs::read(&path).context(|| format!("read {}", path.display()))?);
+        let file_bytes = bytes.len() as u64;
+        let is_last = index + 1 == to_read.len();
+        let valid_bytes = match recovery.accept_segment(&path, first_position, bytes, is_last)? {
+            SegmentVerdict::Intact => file_bytes,
+            SegmentVerdict::TruncateTornTail { valid_bytes, position, fault } => {
+                tracing::warn!(
+                    file = %path.display(),
+                    byte_offset = valid_bytes,
+                    position,
+                    %fault,
+                    discarded_bytes = file_bytes - valid_bytes,
+                    "truncating an unfinished write at the end of the WAL"
+                );
+                truncate_file(&path, valid_bytes)?;
+                valid_bytes
+            }
+        };
+        last_segment = Some((first_position, valid_bytes));
+    }
+    let recovered = recovery.finish();
+    let last_segment = last_segment.map(|(first_position, valid_bytes)| LastSegment {
+        first_position,
+        valid_bytes,
+        next_position: recovered.wal_last_position + 1,
+    });
+    Ok((recovered, last_segment))
+}
+
+fn truncate_file(path: &Path, valid_bytes: u64) -> Result<(), LogError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .context(|| format!("open {} to truncate it", path.display()))?;
+    file.set_len(valid_bytes)
+        .and_then(|()| file.sync_all())
+        .context(|| format!("truncate {} to {valid_bytes} bytes", path.display()))
+}
+
+/// The segment the writer appends to.
+#[derive(Debug)]
+struct ActiveSegment {
+    file: File,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl ActiveSegment {
+    /// Continues the recovered last segment when the next entry belongs at its end;
+    /// otherwise (an empty WAL, or one that ends before the snapshot) starts a new one.
+    fn open_or_create(
+        wal_dir: &Path,
+        last_segment: Option<LastSegment>,
+        next_position: Position,
+        shared: &Shared,
+    ) -> Result<Self, LogError> {
+        match last_segment {
+            Some(last) if last.next_position == next_position => {
+                let path = wal_dir.join(segment_file_name(last.first_position));
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .context(|| format!("open {} for appending", path.display()))?;
+                Ok(ActiveSegment { file, path, bytes: last.valid_bytes })
+            }
+            _ => Self::create(wal_dir, next_position, shared),
+        }
+    }
+
+    fn create(wal_dir: &Path, first_position: Position, shared: &Shared) -> Result<Self, LogError> {
+        let path = wal_dir.join(segment_file_name(first_position));
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .context(|| format!("create segment {}", path.display()))?;
+        shared.timed_fsync(|| fsync_dir(wal_dir))?;
+        Ok(ActiveSegment { file, path, bytes: 0 })
+    }
+}
+
+/// The one thread that writes the WAL and assigns positions.
+struct Writer {
+    wal_dir: PathBuf,
+    segment: ActiveSegment,
+    next_position: Position,
+    segment_bytes_max: u64,
+    batch_entries_max: usize,
+    batch_bytes_max: usize,
+    /// Encoded records not yet written; bounded by one batch plus one record.
+    buffer: Vec<u8>,
+    queue: QueueReceiver<Bytes>,
+    /// An entry taken from the queue that did not fit the previous batch.
+    held_over: Option<Bytes>,
+    committed: mpsc::Sender<CommittedBatch>,
+    apply_loop_gone: bool,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        while let Some(entries) = self.next_batch() {
+            match self.write_batch(entries) {
+                Ok(batch) => self.publish(batch),
+                Err(error) => {
+                    tracing::error!(%error, "WAL write failed; the log stops accepting entries");
+                    *self.shared.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                        Some(error.to_string());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn take_from_queue(&self, entry: Bytes) -> Bytes {
+        self.shared.queued_bytes.fetch_sub(entry.len(), Ordering::AcqRel);
+        entry
+    }
+
+    /// Waits for at least one entry, then takes whatever else is already queued, up to the
+    /// batch limits. `None` once the log is closed and the queue is drained.
+    fn next_batch(&mut self) -> Option<Vec<Bytes>> {
+        let first = match self.held_over.take() {
+            Some(entry) => entry,
+            None => self.take_from_queue(self.queue.recv().ok()?),
+        };
+        let mut batch_bytes = first.len();
+        let mut entries = vec![first];
+        while entries.len() < self.batch_entries_max {
+            let entry = match self.queue.try_recv() {
+                Ok(entry) => self.take_from_queue(entry),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            };
+            if batch_bytes + entry.len() > self.batch_bytes_max {
+                self.held_over = Some(entry);
+                break;
+            }
+            batch_bytes += entry.len();
+            entries.push(entry);
+        }
+        Some(entries)
+    }
+
+    fn write_batch(&mut self, entries: Vec<Bytes>) -> Result<CommittedBatch, LogError> {
+        let mut committed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let position = self.next_position;
+            if self.segment_cannot_take(encoded_len(entry.len())) {
+                self.write_and_sync()?;
+                self.segment = ActiveSegment::create(&self.wal_dir, position, &self.shared)?;
+            }
+            encode_record(position, &entry, &mut self.buffer);
+            committed.push((position, entry));
+            self.next_position = position + 1;
+        }
+        self.write_and_sync()?;
+        Ok(CommittedBatch::new(committed))
+    }
+
+    fn segment_cannot_take(&self, record_bytes: usize) -> bool {
+        let pending = self.segment.bytes + self.buffer.len() as u64;
+        pending > 0 && pending + record_bytes as u64 > self.segment_bytes_max
+    }
+
+    fn write_and_sync(&mut self) -> Result<(), LogError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let path = &self.segment.path;
+        self.segment
+            .file
+            .write_all(&self.buffer)
+            .context(|| format!("write {}", path.display()))?;
+        let file = &self.segment.file;
+        self.shared.timed_fsync(|| file.sync_data().context(|| format!("fdatasync {}", path.display())))?;
+        self.segment.bytes += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    fn publish(&mut self, batch: CommittedBatch) {
+        let previous = self.shared.committed_position.swap(batch.last_position(), Ordering::AcqRel);
+        assert_eq!(
+            batch.first_position(),
+            previous + 1,
+            "committed positions must follow each other without gaps"
+        );
+        self.shared.entries_committed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.shared.batches_committed.fetch_add(1, Ordering::Relaxed);
+        if self.apply_loop_gone {
+            return;
+        }
+        if self.committed.blocking_send(batch).is_err() {
+            tracing::debug!("the committed-batch receiver is gone; entries stay durable but unpublished");
+            self.apply_loop_gone = true;
+        }
+    }
+}

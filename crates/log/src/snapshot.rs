@@ -1,0 +1,296 @@
+//! Snapshot files: an opaque state image exact at one log position.
+//!
+//! This is a store of its own rather than a part of [`crate::SingleLog`] because every
+//! ordering layer needs it, and not all of them have a local WAL: a Zab follower keeps its
+//! own WAL and snapshots, while a translation server over a CORFU shared log keeps only
+//! snapshots and replays the shared log from the snapshot's position. `SingleLog` owns one
+//! and adds what only it knows: that a snapshot lets WAL segments go.
+//!
+//! File format, little endian: `magic "ZLSNAP01" | position: u64 | payload_len: u64 |
+//! crc32c: u32 | payload`. The checksum covers position, length and payload, so a snapshot
+//! cut short by a crash, or renamed to another position by hand, is rejected.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use crate::error::{IoContext, LogError};
+use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file};
+use crate::Position;
+
+const MAGIC: &[u8; 8] = b"ZLSNAP01";
+const HEADER_BYTES: usize = 28;
+const PREFIX: &str = "snapshot-";
+const SUFFIX: &str = ".snap";
+const TMP_SUFFIX: &str = ".tmp";
+
+/// ZooKeeper's `autopurge.snapRetainCount` floor: fewer would let one bad snapshot plus the
+/// purge of the WAL it depended on lose data.
+pub const SNAPSHOTS_RETAINED_MIN: usize = 3;
+
+fn snapshot_file_name(position: Position) -> String {
+    format!("{PREFIX}{position:016x}{SUFFIX}")
+}
+
+fn parse_snapshot_file_name(name: &str) -> Option<Position> {
+    let hex = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+}
+
+fn checksum(position: Position, payload: &[u8]) -> u32 {
+    let mut crc = crc32c::crc32c(&position.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &(payload.len() as u64).to_le_bytes());
+    crc32c::crc32c_append(crc, payload)
+}
+
+fn encode_header(position: Position, payload: &[u8]) -> [u8; HEADER_BYTES] {
+    let mut header = [0u8; HEADER_BYTES];
+    header[0..8].copy_from_slice(MAGIC);
+    header[8..16].copy_from_slice(&position.to_le_bytes());
+    header[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    header[24..28].copy_from_slice(&checksum(position, payload).to_le_bytes());
+    header
+}
+
+struct Header {
+    position: Position,
+    payload_len: u64,
+    crc: u32,
+}
+
+fn decode_header(bytes: &[u8]) -> Result<Header, String> {
+    let header = bytes
+        .get(..HEADER_BYTES)
+        .ok_or_else(|| format!("{} bytes is shorter than the header", bytes.len()))?;
+    if &header[0..8] != MAGIC {
+        return Err("bad magic, not a zoolog snapshot".into());
+    }
+    Ok(Header {
+        position: u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")),
+        payload_len: u64::from_le_bytes(header[16..24].try_into().expect("8 bytes")),
+        crc: u32::from_le_bytes(header[24..28].try_into().expect("4 bytes")),
+    })
+}
+
+/// Checks a whole snapshot file image; returns the position it holds and its payload range.
+fn decode_snapshot(bytes: &[u8]) -> Result<(Position, std::ops::Range<usize>), String> {
+    let header = decode_header(bytes)?;
+    let expected_len = (HEADER_BYTES as u64).checked_add(header.payload_len);
+    if expected_len != Some(bytes.len() as u64) {
+        return Err(format!(
+            "file is {} bytes but its header promises {} bytes of payload",
+            bytes.len(),
+            header.payload_len
+        ));
+    }
+    let payload = HEADER_BYTES..bytes.len();
+    let computed = checksum(header.position, &bytes[payload.clone()]);
+    if computed != header.crc {
+        return Err(format!(
+            "checksum mismatch (stored {:#010x}, computed {computed:#010x})",
+            header.crc
+        ));
+    }
+    Ok((header.position, payload))
+}
+
+/// Snapshot files in one directory (ZooKeeper's dataDir).
+#[derive(Debug)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+    snapshots_retained: usize,
+    /// Serialises save and purge so a purge never judges a snapshot that is half renamed.
+    file_lock: Mutex<()>,
+}
+
+impl SnapshotStore {
+    /// Opens (creating if needed) the snapshot directory and deletes temporary files left by
+    /// a save that a crash interrupted; they were never renamed, so nothing relies on them.
+    pub fn open(dir: impl Into<PathBuf>, snapshots_retained: usize) -> Result<Self, LogError> {
+        if snapshots_retained < SNAPSHOTS_RETAINED_MIN {
+            return Err(LogError::InvalidConfig(format!(
+                "snapshots_retained is {snapshots_retained}, the minimum is {SNAPSHOTS_RETAINED_MIN}"
+            )));
+        }
+        let dir = dir.into();
+        create_dir(&dir)?;
+        let store = SnapshotStore { dir, snapshots_retained, file_lock: Mutex::new(()) };
+        store.remove_leftover_tmp_files()?;
+        Ok(store)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn remove_leftover_tmp_files(&self) -> Result<(), LogError> {
+        let mut removed_any = false;
+        for name in file_names(&self.dir)? {
+            if name.starts_with(PREFIX) && name.ends_with(TMP_SUFFIX) {
+                let path = self.dir.join(&name);
+                tracing::warn!(file = %path.display(), "deleting unfinished snapshot left by a crash");
+                remove_file(&path)?;
+                removed_any = true;
+            }
+        }
+        if removed_any {
+            fsync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Durably stores `payload` as the state exact at `position`. Blocking: call it from a
+    /// thread that may wait for the disk. A crash at any point leaves either the previous set
+    /// of snapshots or the previous set plus this one, never a half-written snapshot under
+    /// its final name.
+    pub fn save(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        let _guard = self.file_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let final_path = self.dir.join(snapshot_file_name(position));
+        let tmp_path = self.dir.join(format!("{}{TMP_SUFFIX}", snapshot_file_name(position)));
+        let write = || -> std::io::Result<()> {
+            let mut file = File::create(&tmp_path)?;
+            file.write_all(&encode_header(position, payload))?;
+            file.write_all(payload)?;
+            file.sync_all()
+        };
+        write().context(|| format!("write snapshot {}", tmp_path.display()))?;
+        fs::rename(&tmp_path, &final_path).context(|| {
+            format!("rename {} to {}", tmp_path.display(), final_path.display())
+        })?;
+        fsync_dir(&self.dir)
+    }
+
+    /// Positions of the snapshot files present, newest first, whatever their state.
+    fn positions_newest_first(&self) -> Result<Vec<Position>, LogError> {
+        let mut positions: Vec<Position> =
+            file_names(&self.dir)?.iter().filter_map(|name| parse_snapshot_file_name(name)).collect();
+        positions.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(positions)
+    }
+
+    fn path_of(&self, position: Position) -> PathBuf {
+        self.dir.join(snapshot_file_name(position))
+    }
+
+    /// The newest snapshot whose checksum holds. Damaged ones are skipped with a warning:
+    /// an older snapshot plus a longer WAL tail reaches the same state.
+    pub fn load_newest_valid(&self) -> Result<Option<(Position, Bytes)>, LogError> {
+        for position in self.positions_newest_first()? {
+            let path = self.path_of(position);
+            let bytes = Bytes::from(
+                fs::read(&path).context(|| format!("read snapshot {}", path.display()))?,
+            );
+            match decode_snapshot(&bytes) {
+                Ok((stored, _)) if stored != position => tracing::warn!(
+                    file = %path.display(),
+                    stored,
+                    "skipping snapshot whose header names another position than its file name"
+                ),
+                Ok((_, payload)) => return Ok(Some((position, bytes.slice(payload)))),
+                Err(reason) => tracing::warn!(
+                    file = %path.display(), %reason, "skipping damaged snapshot"
+                ),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a snapshot file looks complete from its header and size alone, so purge can
+    /// decide without reading gigabytes; full checksums are verified by recovery.
+    fn looks_complete(&self, position: Position) -> Result<bool, LogError> {
+        let path = self.path_of(position);
+        let mut file = File::open(&path).context(|| format!("open {}", path.display()))?;
+        let file_bytes =
+            file.metadata().context(|| format!("stat {}", path.display()))?.len();
+        let mut header = Vec::with_capacity(HEADER_BYTES);
+        (&mut file)
+            .take(HEADER_BYTES as u64)
+            .read_to_end(&mut header)
+            .context(|| format!("read header of {}", path.display()))?;
+        Ok(decode_header(&header).is_ok_and(|header| {
+            header.position == position
+                && (HEADER_BYTES as u64).checked_add(header.payload_len) == Some(file_bytes)
+        }))
+    }
+
+    /// Keeps the newest `snapshots_retained` complete-looking snapshots and deletes every
+    /// snapshot file older than the oldest of them. Returns that oldest retained position
+    /// once the full number is retained: the WAL at or below it is no longer needed. While
+    /// fewer snapshots exist, nothing is deleted and `None` is returned, so a single bad
+    /// snapshot can always fall back to the WAL.
+    pub fn purge(&self) -> Result<Option<Position>, LogError> {
+        let _guard = self.file_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let positions = self.positions_newest_first()?;
+        let mut retained = Vec::with_capacity(self.snapshots_retained);
+        for &position in &positions {
+            if retained.len() == self.snapshots_retained {
+                break;
+            }
+            if self.looks_complete(position)? {
+                retained.push(position);
+            }
+        }
+        if retained.len() < self.snapshots_retained {
+            return Ok(None);
+        }
+        let oldest_retained = *retained.last().expect("retained is full");
+        let doomed: Vec<Position> =
+            positions.into_iter().filter(|position| *position < oldest_retained).collect();
+        for &position in &doomed {
+            remove_file(&self.path_of(position))?;
+        }
+        if !doomed.is_empty() {
+            fsync_dir(&self.dir)?;
+            tracing::info!(?doomed, oldest_retained, "purged old snapshots");
+        }
+        Ok(Some(oldest_retained))
+    }
+
+    /// Positions of the snapshot files present, oldest first.
+    pub fn positions(&self) -> Result<Vec<Position>, LogError> {
+        let mut positions = self.positions_newest_first()?;
+        positions.reverse();
+        Ok(positions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(position: Position, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = encode_header(position, payload).to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    #[test]
+    fn image_round_trips() {
+        let bytes = image(42, b"state");
+        let (position, payload) = decode_snapshot(&bytes).unwrap();
+        assert_eq!(position, 42);
+        assert_eq!(&bytes[payload], b"state");
+    }
+
+    #[test]
+    fn every_truncation_and_flipped_bit_is_rejected() {
+        let bytes = image(42, b"state");
+        for cut in 0..bytes.len() {
+            assert!(decode_snapshot(&bytes[..cut]).is_err(), "cut at {cut} accepted");
+        }
+        for index in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[index] ^= 0x10;
+            assert!(decode_snapshot(&damaged).is_err(), "flip at {index} accepted");
+        }
+    }
+
+    #[test]
+    fn file_names_parse_back() {
+        assert_eq!(parse_snapshot_file_name(&snapshot_file_name(0x1234)), Some(0x1234));
+        assert_eq!(parse_snapshot_file_name("snapshot-0000000000001234.snap.tmp"), None);
+    }
+}
