@@ -418,3 +418,19 @@ class Result:
     err: int
     zxid: int
     value: Any = field(default=None)
+
+
+def wait_until_serving(hosts: str, timeout_s: float = 30.0) -> None:
+    """Bounded wait until a handshake succeeds. Apache answers `ruok` (what tests/zk-server
+    waits for) a moment before it accepts sessions, so tests call this after start/restart."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn = Connection.open(hosts)
+            conn.close_session()
+            return
+        except (OSError, ConnectionClosed, ValueError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
