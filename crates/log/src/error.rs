@@ -11,7 +11,10 @@ pub enum AppendError {
     #[error("append queue is full")]
     Full,
     #[error("entry of {entry_bytes} bytes exceeds the limit of {entry_bytes_max} bytes")]
-    TooLarge { entry_bytes: usize, entry_bytes_max: usize },
+    TooLarge {
+        entry_bytes: usize,
+        entry_bytes_max: usize,
+    },
     #[error("the log has been closed")]
     Closed,
     /// The writer hit an IO error and stopped; the log accepts nothing more until reopened.
@@ -36,14 +39,20 @@ pub enum LogError {
     #[error("invalid log configuration: {0}")]
     InvalidConfig(String),
     #[error("snapshot at position {position} is beyond the committed position {committed}")]
-    SnapshotBeyondCommitted { position: Position, committed: Position },
+    SnapshotBeyondCommitted {
+        position: Position,
+        committed: Position,
+    },
     #[error("the log writer failed: {0}")]
     WriterFailed(String),
 }
 
 impl LogError {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
-        LogError::Io { context: context.into(), source }
+        LogError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 

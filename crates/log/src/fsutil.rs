@@ -51,12 +51,14 @@ impl DirLock {
             .context(|| format!("open lock file {}", lock_file.display()))?;
         match file.try_lock() {
             Ok(()) => Ok(DirLock { _file: file }),
-            Err(TryLockError::WouldBlock) => {
-                Err(LogError::Locked { dir: dir.to_path_buf(), lock_file })
-            }
-            Err(TryLockError::Error(source)) => {
-                Err(LogError::io(format!("lock {}", lock_file.display()), source))
-            }
+            Err(TryLockError::WouldBlock) => Err(LogError::Locked {
+                dir: dir.to_path_buf(),
+                lock_file,
+            }),
+            Err(TryLockError::Error(source)) => Err(LogError::io(
+                format!("lock {}", lock_file.display()),
+                source,
+            )),
         }
     }
 }
@@ -64,7 +66,8 @@ impl DirLock {
 /// Whether two paths name the same directory, so it is locked only once.
 pub(crate) fn same_dir(a: &Path, b: &Path) -> Result<bool, LogError> {
     let canonical = |path: &Path| -> Result<PathBuf, LogError> {
-        path.canonicalize().context(|| format!("resolve {}", path.display()))
+        path.canonicalize()
+            .context(|| format!("resolve {}", path.display()))
     };
     Ok(canonical(a)? == canonical(b)?)
 }

@@ -22,8 +22,14 @@ pub(crate) fn encoded_len(payload_bytes: usize) -> usize {
 }
 
 pub(crate) fn encode_record(position: Position, payload: &[u8], out: &mut Vec<u8>) {
-    assert!(payload.len() <= RECORD_PAYLOAD_BYTES_MAX, "payload exceeds the record format limit");
-    assert!(position > 0, "position 0 means 'nothing' and is never written");
+    assert!(
+        payload.len() <= RECORD_PAYLOAD_BYTES_MAX,
+        "payload exceeds the record format limit"
+    );
+    assert!(
+        position > 0,
+        "position 0 means 'nothing' and is never written"
+    );
     let payload_len = payload.len() as u32;
     let mut crc = crc32c::crc32c(&payload_len.to_le_bytes());
     crc = crc32c::crc32c_append(crc, &position.to_le_bytes());
@@ -38,18 +44,31 @@ pub(crate) fn encode_record(position: Position, payload: &[u8], out: &mut Vec<u8
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RecordFault {
     /// The file ends before the header or the payload does.
-    Incomplete { bytes_present: usize, bytes_needed: usize },
-    LengthOutOfRange { payload_len: u64 },
-    ChecksumMismatch { stored: u32, computed: u32 },
+    Incomplete {
+        bytes_present: usize,
+        bytes_needed: usize,
+    },
+    LengthOutOfRange {
+        payload_len: u64,
+    },
+    ChecksumMismatch {
+        stored: u32,
+        computed: u32,
+    },
     /// The checksum is good but the record carries another position than the one that
     /// must come next: a gap or a duplicate.
-    UnexpectedPosition { found: Position },
+    UnexpectedPosition {
+        found: Position,
+    },
 }
 
 impl fmt::Display for RecordFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RecordFault::Incomplete { bytes_present, bytes_needed } => write!(
+            RecordFault::Incomplete {
+                bytes_present,
+                bytes_needed,
+            } => write!(
                 f,
                 "incomplete record ({bytes_present} of {bytes_needed} bytes present)"
             ),
@@ -82,7 +101,9 @@ pub(crate) fn decode_record_at(
 ) -> Result<DecodedRecord, RecordFault> {
     let record = decode_record_unchecked_position(bytes, offset)?;
     if record.position != expected_position {
-        return Err(RecordFault::UnexpectedPosition { found: record.position });
+        return Err(RecordFault::UnexpectedPosition {
+            found: record.position,
+        });
     }
     Ok(record)
 }
@@ -103,19 +124,31 @@ fn decode_record_unchecked_position(
     let payload_len = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     let position = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
     if payload_len as usize > RECORD_PAYLOAD_BYTES_MAX {
-        return Err(RecordFault::LengthOutOfRange { payload_len: payload_len.into() });
+        return Err(RecordFault::LengthOutOfRange {
+            payload_len: payload_len.into(),
+        });
     }
     let record_bytes = encoded_len(payload_len as usize);
     if available < record_bytes {
-        return Err(RecordFault::Incomplete { bytes_present: available, bytes_needed: record_bytes });
+        return Err(RecordFault::Incomplete {
+            bytes_present: available,
+            bytes_needed: record_bytes,
+        });
     }
     let payload = offset + RECORD_HEADER_BYTES..offset + record_bytes;
     let mut computed = crc32c::crc32c(&header[4..16]);
     computed = crc32c::crc32c_append(computed, &bytes[payload.clone()]);
     if computed != stored_crc {
-        return Err(RecordFault::ChecksumMismatch { stored: stored_crc, computed });
+        return Err(RecordFault::ChecksumMismatch {
+            stored: stored_crc,
+            computed,
+        });
     }
-    Ok(DecodedRecord { position, payload, end: offset + record_bytes })
+    Ok(DecodedRecord {
+        position,
+        payload,
+        end: offset + record_bytes,
+    })
 }
 
 /// A damaged record found by [`scan_segment`].
@@ -150,12 +183,23 @@ pub(crate) fn scan_segment(bytes: &[u8], first_position: Position) -> SegmentSca
             }
             Err(fault) => {
                 let intact_record_after = find_intact_record_after(bytes, offset, expected);
-                let fault = ScanFault { offset, position: expected, fault, intact_record_after };
-                return SegmentScan { entries, fault: Some(fault) };
+                let fault = ScanFault {
+                    offset,
+                    position: expected,
+                    fault,
+                    intact_record_after,
+                };
+                return SegmentScan {
+                    entries,
+                    fault: Some(fault),
+                };
             }
         }
     }
-    SegmentScan { entries, fault: None }
+    SegmentScan {
+        entries,
+        fault: None,
+    }
 }
 
 /// Looks at every byte offset after `damaged_offset` for an intact record whose position is
@@ -172,12 +216,13 @@ fn find_intact_record_after(
     (damaged_offset + 1..=last_start).find_map(|offset| {
         let position =
             u64::from_le_bytes(bytes[offset + 8..offset + 16].try_into().expect("8 bytes"));
-        let plausible = position >= min_position
-            && position - min_position <= positions_that_fit;
+        let plausible = position >= min_position && position - min_position <= positions_that_fit;
         if !plausible {
             return None;
         }
-        decode_record_unchecked_position(bytes, offset).ok().map(|_| (offset, position))
+        decode_record_unchecked_position(bytes, offset)
+            .ok()
+            .map(|_| (offset, position))
     })
 }
 
@@ -198,8 +243,15 @@ mod tests {
         let bytes = segment(7, &[b"a", b"", b"hello world"]);
         let scan = scan_segment(&bytes, 7);
         assert_eq!(scan.fault, None);
-        let payloads: Vec<_> = scan.entries.iter().map(|(p, r)| (*p, &bytes[r.clone()])).collect();
-        assert_eq!(payloads, vec![(7, &b"a"[..]), (8, &b""[..]), (9, &b"hello world"[..])]);
+        let payloads: Vec<_> = scan
+            .entries
+            .iter()
+            .map(|(p, r)| (*p, &bytes[r.clone()]))
+            .collect();
+        assert_eq!(
+            payloads,
+            vec![(7, &b"a"[..]), (8, &b""[..]), (9, &b"hello world"[..])]
+        );
     }
 
     #[test]
@@ -210,7 +262,10 @@ mod tests {
                 let mut damaged = bytes.clone();
                 damaged[index] ^= 1 << bit;
                 let scan = scan_segment(&damaged, 1);
-                assert!(scan.entries.is_empty(), "flip at byte {index} bit {bit} went unnoticed");
+                assert!(
+                    scan.entries.is_empty(),
+                    "flip at byte {index} bit {bit} went unnoticed"
+                );
             }
         }
     }
@@ -224,7 +279,11 @@ mod tests {
             assert_eq!(scan.entries.len(), 1);
             let fault = scan.fault.expect("cut record is reported");
             assert_eq!(fault.offset, first_end);
-            assert!(matches!(fault.fault, RecordFault::Incomplete { .. }), "{:?}", fault.fault);
+            assert!(
+                matches!(fault.fault, RecordFault::Incomplete { .. }),
+                "{:?}",
+                fault.fault
+            );
             assert_eq!(fault.intact_record_after, None);
         }
     }

@@ -19,7 +19,9 @@ pub(crate) fn segment_file_name(first_position: Position) -> String {
 }
 
 pub(crate) fn parse_segment_file_name(name: &str) -> Option<Position> {
-    let hex = name.strip_prefix(SEGMENT_PREFIX)?.strip_suffix(SEGMENT_SUFFIX)?;
+    let hex = name
+        .strip_prefix(SEGMENT_PREFIX)?
+        .strip_suffix(SEGMENT_SUFFIX)?;
     if hex.len() != 16 {
         return None;
     }
@@ -33,7 +35,10 @@ pub(crate) fn first_segment_to_read(
     snapshot_position: Position,
     wal_dir: &Path,
 ) -> Result<Option<usize>, LogError> {
-    assert!(first_positions.windows(2).all(|w| w[0] < w[1]), "segments must be sorted");
+    assert!(
+        first_positions.windows(2).all(|w| w[0] < w[1]),
+        "segments must be sorted"
+    );
     let Some(&oldest) = first_positions.first() else {
         return Ok(None);
     };
@@ -54,8 +59,14 @@ pub(crate) fn first_segment_to_read(
 
 /// Segments (by first position, sorted) whose entries all lie at or below `purge_up_to`,
 /// oldest first. The last segment is never among them: it is the one being written.
-pub(crate) fn segments_to_purge(first_positions: &[Position], purge_up_to: Position) -> &[Position] {
-    assert!(first_positions.windows(2).all(|w| w[0] < w[1]), "segments must be sorted");
+pub(crate) fn segments_to_purge(
+    first_positions: &[Position],
+    purge_up_to: Position,
+) -> &[Position] {
+    assert!(
+        first_positions.windows(2).all(|w| w[0] < w[1]),
+        "segments must be sorted"
+    );
     let deletable = first_positions
         .windows(2)
         .take_while(|pair| pair[1] - 1 <= purge_up_to)
@@ -68,7 +79,11 @@ pub(crate) fn segments_to_purge(first_positions: &[Position], purge_up_to: Posit
 pub(crate) enum SegmentVerdict {
     Intact,
     /// The last segment ends in a record that never finished being written: cut it off.
-    TruncateTornTail { valid_bytes: u64, position: Position, fault: String },
+    TruncateTornTail {
+        valid_bytes: u64,
+        position: Position,
+        fault: String,
+    },
 }
 
 /// Walks the segments in order, checking that they chain without gaps, and collects the
@@ -90,7 +105,11 @@ pub(crate) struct RecoveredTail {
 
 impl TailRecovery {
     pub fn new(snapshot_position: Position) -> Self {
-        TailRecovery { snapshot_position, next_position: None, tail: Vec::new() }
+        TailRecovery {
+            snapshot_position,
+            next_position: None,
+            tail: Vec::new(),
+        }
     }
 
     pub fn accept_segment(
@@ -140,10 +159,15 @@ impl TailRecovery {
             "recovered tail must be contiguous"
         );
         assert!(
-            self.tail.first().is_none_or(|first| first.0 == self.snapshot_position + 1),
+            self.tail
+                .first()
+                .is_none_or(|first| first.0 == self.snapshot_position + 1),
             "recovered tail must start right after the snapshot"
         );
-        RecoveredTail { tail: self.tail, wal_last_position }
+        RecoveredTail {
+            tail: self.tail,
+            wal_last_position,
+        }
     }
 }
 
@@ -208,19 +232,39 @@ mod tests {
             assert_eq!(parse_segment_file_name(name), Some(first));
         }
         assert_eq!(parse_segment_file_name("segment-1.wal"), None);
-        assert_eq!(parse_segment_file_name("segment-0000000000000000.wal"), None);
-        assert_eq!(parse_segment_file_name("snapshot-0000000000000001.snap"), None);
+        assert_eq!(
+            parse_segment_file_name("segment-0000000000000000.wal"),
+            None
+        );
+        assert_eq!(
+            parse_segment_file_name("snapshot-0000000000000001.snap"),
+            None
+        );
     }
 
     #[test]
     fn reading_starts_at_the_segment_holding_the_entry_after_the_snapshot() {
         let dir = Path::new("/wal");
         assert_eq!(first_segment_to_read(&[], 5, dir).unwrap(), None);
-        assert_eq!(first_segment_to_read(&[1, 10, 20], 0, dir).unwrap(), Some(0));
-        assert_eq!(first_segment_to_read(&[1, 10, 20], 9, dir).unwrap(), Some(1));
-        assert_eq!(first_segment_to_read(&[1, 10, 20], 8, dir).unwrap(), Some(0));
-        assert_eq!(first_segment_to_read(&[1, 10, 20], 50, dir).unwrap(), Some(2));
-        let error = first_segment_to_read(&[10, 20], 3, dir).unwrap_err().to_string();
+        assert_eq!(
+            first_segment_to_read(&[1, 10, 20], 0, dir).unwrap(),
+            Some(0)
+        );
+        assert_eq!(
+            first_segment_to_read(&[1, 10, 20], 9, dir).unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            first_segment_to_read(&[1, 10, 20], 8, dir).unwrap(),
+            Some(0)
+        );
+        assert_eq!(
+            first_segment_to_read(&[1, 10, 20], 50, dir).unwrap(),
+            Some(2)
+        );
+        let error = first_segment_to_read(&[10, 20], 3, dir)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("entries 4..9 are missing"), "{error}");
     }
 
@@ -238,9 +282,13 @@ mod tests {
     #[test]
     fn tail_after_snapshot_spans_segments() {
         let mut recovery = TailRecovery::new(3);
-        let verdict = recovery.accept_segment(Path::new("a"), 1, segment(1, 5), false).unwrap();
+        let verdict = recovery
+            .accept_segment(Path::new("a"), 1, segment(1, 5), false)
+            .unwrap();
         assert_eq!(verdict, SegmentVerdict::Intact);
-        recovery.accept_segment(Path::new("b"), 6, segment(6, 2), true).unwrap();
+        recovery
+            .accept_segment(Path::new("b"), 6, segment(6, 2), true)
+            .unwrap();
         let recovered = recovery.finish();
         assert_eq!(positions(&recovered.tail), vec![4, 5, 6, 7]);
         assert_eq!(&recovered.tail[0].1[..], b"entry 4");
@@ -250,7 +298,9 @@ mod tests {
     #[test]
     fn missing_segment_names_the_gap_and_the_file() {
         let mut recovery = TailRecovery::new(0);
-        recovery.accept_segment(Path::new("a"), 1, segment(1, 5), false).unwrap();
+        recovery
+            .accept_segment(Path::new("a"), 1, segment(1, 5), false)
+            .unwrap();
         let error = recovery
             .accept_segment(Path::new("segment-c"), 9, segment(9, 1), true)
             .unwrap_err()
@@ -265,8 +315,9 @@ mod tests {
         let valid = bytes.len() as u64;
         bytes.extend_from_slice(&segment(4, 1)[..10]);
         let mut recovery = TailRecovery::new(0);
-        let verdict =
-            recovery.accept_segment(Path::new("a"), 1, Bytes::from(bytes), true).unwrap();
+        let verdict = recovery
+            .accept_segment(Path::new("a"), 1, Bytes::from(bytes), true)
+            .unwrap();
         assert!(matches!(
             verdict,
             SegmentVerdict::TruncateTornTail { valid_bytes, position: 4, .. } if valid_bytes == valid
@@ -283,7 +334,10 @@ mod tests {
             .accept_segment(Path::new("segment-a"), 1, Bytes::from(bytes), false)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("segment-a") && error.contains("position 3"), "{error}");
+        assert!(
+            error.contains("segment-a") && error.contains("position 3"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -296,7 +350,10 @@ mod tests {
             .accept_segment(Path::new("segment-a"), 1, Bytes::from(bytes), true)
             .unwrap_err()
             .to_string();
-        assert!(error.contains(&format!("byte offset {second_record_offset}")), "{error}");
+        assert!(
+            error.contains(&format!("byte offset {second_record_offset}")),
+            "{error}"
+        );
         assert!(error.contains("position 2"), "{error}");
     }
 }

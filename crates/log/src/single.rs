@@ -9,7 +9,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver as QueueReceiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{
+    sync_channel, Receiver as QueueReceiver, SyncSender, TryRecvError, TrySendError,
+};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -77,7 +79,9 @@ impl SingleLogConfig {
             ("committed_batches_max", self.committed_batches_max),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(LogError::InvalidConfig(format!("{name} must be greater than 0")));
+            return Err(LogError::InvalidConfig(format!(
+                "{name} must be greater than 0"
+            )));
         }
         if self.entry_bytes_max > RECORD_PAYLOAD_BYTES_MAX {
             return Err(LogError::InvalidConfig(format!(
@@ -148,7 +152,10 @@ impl Shared {
     }
 
     fn failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -185,7 +192,10 @@ impl SingleLog {
         let snapshot = snapshots.load_newest_valid()?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let (recovered_tail, last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
-        let RecoveredTail { tail, wal_last_position } = recovered_tail;
+        let RecoveredTail {
+            tail,
+            wal_last_position,
+        } = recovered_tail;
         let committed_position = wal_last_position.max(snapshot_position);
         if wal_last_position < snapshot_position {
             tracing::warn!(
@@ -196,9 +206,15 @@ impl SingleLog {
         }
 
         let shared = Arc::new(Shared::default());
-        shared.committed_position.store(committed_position, Ordering::Release);
-        let segment =
-            ActiveSegment::open_or_create(&config.wal_dir, last_segment, committed_position + 1, &shared)?;
+        shared
+            .committed_position
+            .store(committed_position, Ordering::Release);
+        let segment = ActiveSegment::open_or_create(
+            &config.wal_dir,
+            last_segment,
+            committed_position + 1,
+            &shared,
+        )?;
         let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
         let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
         let writer = Writer {
@@ -257,7 +273,10 @@ impl SingleLog {
     pub fn save_snapshot(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
         let committed = self.committed_position();
         if position > committed {
-            return Err(LogError::SnapshotBeyondCommitted { position, committed });
+            return Err(LogError::SnapshotBeyondCommitted {
+                position,
+                committed,
+            });
         }
         self.snapshots.save(position, payload)?;
         self.purge()
@@ -277,7 +296,11 @@ impl SingleLog {
         }
         if !doomed.is_empty() {
             fsync_dir(&self.wal_dir)?;
-            tracing::info!(segments = doomed.len(), oldest_retained, "purged WAL segments");
+            tracing::info!(
+                segments = doomed.len(),
+                oldest_retained,
+                "purged WAL segments"
+            );
         }
         Ok(())
     }
@@ -285,8 +308,17 @@ impl SingleLog {
     /// Stops accepting appends, lets the writer commit and publish everything already
     /// queued, and waits for it to stop. Idempotent. Reports a writer failure, if any.
     pub fn close(&self) -> Result<(), LogError> {
-        drop(self.queue.write().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
-        let handle = self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        drop(
+            self.queue
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take(),
+        );
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
         if let Some(handle) = handle {
             if handle.join().is_err() {
                 return Err(LogError::WriterFailed("the writer thread panicked".into()));
@@ -301,9 +333,14 @@ impl SingleLog {
     /// Reserves room for `entry_bytes` in the queue's byte budget; the writer gives it back
     /// when it takes the entry.
     fn reserve_queue_bytes(&self, entry_bytes: usize) -> Result<(), AppendError> {
-        let before = self.shared.queued_bytes.fetch_add(entry_bytes, Ordering::AcqRel);
+        let before = self
+            .shared
+            .queued_bytes
+            .fetch_add(entry_bytes, Ordering::AcqRel);
         if before + entry_bytes > self.queue_bytes_max {
-            self.shared.queued_bytes.fetch_sub(entry_bytes, Ordering::AcqRel);
+            self.shared
+                .queued_bytes
+                .fetch_sub(entry_bytes, Ordering::AcqRel);
             return Err(AppendError::Full);
         }
         Ok(())
@@ -314,15 +351,23 @@ impl OrderingLayer for SingleLog {
     fn append(&self, entry: Bytes) -> Result<(), AppendError> {
         let entry_bytes = entry.len();
         if entry_bytes > self.entry_bytes_max {
-            return Err(AppendError::TooLarge { entry_bytes, entry_bytes_max: self.entry_bytes_max });
+            return Err(AppendError::TooLarge {
+                entry_bytes,
+                entry_bytes_max: self.entry_bytes_max,
+            });
         }
-        let queue = self.queue.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let queue = self
+            .queue
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(queue) = queue.as_ref() else {
             return Err(AppendError::Closed);
         };
         self.reserve_queue_bytes(entry_bytes)?;
         queue.try_send(entry).map_err(|error| {
-            self.shared.queued_bytes.fetch_sub(entry_bytes, Ordering::AcqRel);
+            self.shared
+                .queued_bytes
+                .fetch_sub(entry_bytes, Ordering::AcqRel);
             match error {
                 TrySendError::Full(_) => AppendError::Full,
                 TrySendError::Disconnected(_) => AppendError::Failed,
@@ -345,8 +390,10 @@ impl Drop for SingleLog {
 
 /// First positions of the segment files in `wal_dir`, sorted.
 fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
-    let mut first_positions: Vec<Position> =
-        file_names(wal_dir)?.iter().filter_map(|name| parse_segment_file_name(name)).collect();
+    let mut first_positions: Vec<Position> = file_names(wal_dir)?
+        .iter()
+        .filter_map(|name| parse_segment_file_name(name))
+        .collect();
     first_positions.sort_unstable();
     Ok(first_positions)
 }
@@ -379,7 +426,11 @@ fn recover_wal(
         let is_last = index + 1 == to_read.len();
         let valid_bytes = match recovery.accept_segment(&path, first_position, bytes, is_last)? {
             SegmentVerdict::Intact => file_bytes,
-            SegmentVerdict::TruncateTornTail { valid_bytes, position, fault } => {
+            SegmentVerdict::TruncateTornTail {
+                valid_bytes,
+                position,
+                fault,
+            } => {
                 tracing::warn!(
                     file = %path.display(),
                     byte_offset = valid_bytes,
@@ -437,7 +488,11 @@ impl ActiveSegment {
                     .append(true)
                     .open(&path)
                     .context(|| format!("open {} for appending", path.display()))?;
-                Ok(ActiveSegment { file, path, bytes: last.valid_bytes })
+                Ok(ActiveSegment {
+                    file,
+                    path,
+                    bytes: last.valid_bytes,
+                })
             }
             _ => Self::create(wal_dir, next_position, shared),
         }
@@ -451,7 +506,11 @@ impl ActiveSegment {
             .open(&path)
             .context(|| format!("create segment {}", path.display()))?;
         shared.timed_fsync(|| fsync_dir(wal_dir))?;
-        Ok(ActiveSegment { file, path, bytes: 0 })
+        Ok(ActiveSegment {
+            file,
+            path,
+            bytes: 0,
+        })
     }
 }
 
@@ -480,8 +539,11 @@ impl Writer {
                 Ok(batch) => self.publish(batch),
                 Err(error) => {
                     tracing::error!(%error, "WAL write failed; the log stops accepting entries");
-                    *self.shared.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-                        Some(error.to_string());
+                    *self
+                        .shared
+                        .failure
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error.to_string());
                     return;
                 }
             }
@@ -489,7 +551,9 @@ impl Writer {
     }
 
     fn take_from_queue(&self, entry: Bytes) -> Bytes {
-        self.shared.queued_bytes.fetch_sub(entry.len(), Ordering::AcqRel);
+        self.shared
+            .queued_bytes
+            .fetch_sub(entry.len(), Ordering::AcqRel);
         entry
     }
 
@@ -548,26 +612,38 @@ impl Writer {
             .write_all(&self.buffer)
             .context(|| format!("write {}", path.display()))?;
         let file = &self.segment.file;
-        self.shared.timed_fsync(|| file.sync_data().context(|| format!("fdatasync {}", path.display())))?;
+        self.shared.timed_fsync(|| {
+            file.sync_data()
+                .context(|| format!("fdatasync {}", path.display()))
+        })?;
         self.segment.bytes += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
     }
 
     fn publish(&mut self, batch: CommittedBatch) {
-        let previous = self.shared.committed_position.swap(batch.last_position(), Ordering::AcqRel);
+        let previous = self
+            .shared
+            .committed_position
+            .swap(batch.last_position(), Ordering::AcqRel);
         assert_eq!(
             batch.first_position(),
             previous + 1,
             "committed positions must follow each other without gaps"
         );
-        self.shared.entries_committed.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        self.shared.batches_committed.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .entries_committed
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.shared
+            .batches_committed
+            .fetch_add(1, Ordering::Relaxed);
         if self.apply_loop_gone {
             return;
         }
         if self.committed.blocking_send(batch).is_err() {
-            tracing::debug!("the committed-batch receiver is gone; entries stay durable but unpublished");
+            tracing::debug!(
+                "the committed-batch receiver is gone; entries stay durable but unpublished"
+            );
             self.apply_loop_gone = true;
         }
     }

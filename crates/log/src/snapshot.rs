@@ -37,7 +37,9 @@ fn snapshot_file_name(position: Position) -> String {
 
 fn parse_snapshot_file_name(name: &str) -> Option<Position> {
     let hex = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
 }
 
 fn checksum(position: Position, payload: &[u8]) -> u32 {
@@ -117,7 +119,11 @@ impl SnapshotStore {
         }
         let dir = dir.into();
         create_dir(&dir)?;
-        let store = SnapshotStore { dir, snapshots_retained, file_lock: Mutex::new(()) };
+        let store = SnapshotStore {
+            dir,
+            snapshots_retained,
+            file_lock: Mutex::new(()),
+        };
         store.remove_leftover_tmp_files()?;
         Ok(store)
     }
@@ -147,9 +153,14 @@ impl SnapshotStore {
     /// of snapshots or the previous set plus this one, never a half-written snapshot under
     /// its final name.
     pub fn save(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
-        let _guard = self.file_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .file_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let final_path = self.dir.join(snapshot_file_name(position));
-        let tmp_path = self.dir.join(format!("{}{TMP_SUFFIX}", snapshot_file_name(position)));
+        let tmp_path = self
+            .dir
+            .join(format!("{}{TMP_SUFFIX}", snapshot_file_name(position)));
         let write = || -> std::io::Result<()> {
             let mut file = File::create(&tmp_path)?;
             file.write_all(&encode_header(position, payload))?;
@@ -157,16 +168,17 @@ impl SnapshotStore {
             file.sync_all()
         };
         write().context(|| format!("write snapshot {}", tmp_path.display()))?;
-        fs::rename(&tmp_path, &final_path).context(|| {
-            format!("rename {} to {}", tmp_path.display(), final_path.display())
-        })?;
+        fs::rename(&tmp_path, &final_path)
+            .context(|| format!("rename {} to {}", tmp_path.display(), final_path.display()))?;
         fsync_dir(&self.dir)
     }
 
     /// Positions of the snapshot files present, newest first, whatever their state.
     fn positions_newest_first(&self) -> Result<Vec<Position>, LogError> {
-        let mut positions: Vec<Position> =
-            file_names(&self.dir)?.iter().filter_map(|name| parse_snapshot_file_name(name)).collect();
+        let mut positions: Vec<Position> = file_names(&self.dir)?
+            .iter()
+            .filter_map(|name| parse_snapshot_file_name(name))
+            .collect();
         positions.sort_unstable_by(|a, b| b.cmp(a));
         Ok(positions)
     }
@@ -203,8 +215,10 @@ impl SnapshotStore {
     fn looks_complete(&self, position: Position) -> Result<bool, LogError> {
         let path = self.path_of(position);
         let mut file = File::open(&path).context(|| format!("open {}", path.display()))?;
-        let file_bytes =
-            file.metadata().context(|| format!("stat {}", path.display()))?.len();
+        let file_bytes = file
+            .metadata()
+            .context(|| format!("stat {}", path.display()))?
+            .len();
         let mut header = Vec::with_capacity(HEADER_BYTES);
         (&mut file)
             .take(HEADER_BYTES as u64)
@@ -222,7 +236,10 @@ impl SnapshotStore {
     /// fewer snapshots exist, nothing is deleted and `None` is returned, so a single bad
     /// snapshot can always fall back to the WAL.
     pub fn purge(&self) -> Result<Option<Position>, LogError> {
-        let _guard = self.file_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .file_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let positions = self.positions_newest_first()?;
         let mut retained = Vec::with_capacity(self.snapshots_retained);
         for &position in &positions {
@@ -237,8 +254,10 @@ impl SnapshotStore {
             return Ok(None);
         }
         let oldest_retained = *retained.last().expect("retained is full");
-        let doomed: Vec<Position> =
-            positions.into_iter().filter(|position| *position < oldest_retained).collect();
+        let doomed: Vec<Position> = positions
+            .into_iter()
+            .filter(|position| *position < oldest_retained)
+            .collect();
         for &position in &doomed {
             remove_file(&self.path_of(position))?;
         }
@@ -279,18 +298,30 @@ mod tests {
     fn every_truncation_and_flipped_bit_is_rejected() {
         let bytes = image(42, b"state");
         for cut in 0..bytes.len() {
-            assert!(decode_snapshot(&bytes[..cut]).is_err(), "cut at {cut} accepted");
+            assert!(
+                decode_snapshot(&bytes[..cut]).is_err(),
+                "cut at {cut} accepted"
+            );
         }
         for index in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[index] ^= 0x10;
-            assert!(decode_snapshot(&damaged).is_err(), "flip at {index} accepted");
+            assert!(
+                decode_snapshot(&damaged).is_err(),
+                "flip at {index} accepted"
+            );
         }
     }
 
     #[test]
     fn file_names_parse_back() {
-        assert_eq!(parse_snapshot_file_name(&snapshot_file_name(0x1234)), Some(0x1234));
-        assert_eq!(parse_snapshot_file_name("snapshot-0000000000001234.snap.tmp"), None);
+        assert_eq!(
+            parse_snapshot_file_name(&snapshot_file_name(0x1234)),
+            Some(0x1234)
+        );
+        assert_eq!(
+            parse_snapshot_file_name("snapshot-0000000000001234.snap.tmp"),
+            None
+        );
     }
 }

@@ -33,7 +33,11 @@ fn parse_payload(payload: &[u8]) -> (usize, usize) {
     let mut fields = text.trim_start_matches("appender").split('-');
     let appender = fields.next().unwrap().parse().unwrap();
     let sequence = fields.next().unwrap().parse().unwrap();
-    assert_eq!(payload, &crash_payload(appender, sequence)[..], "payload intact");
+    assert_eq!(
+        payload,
+        &crash_payload(appender, sequence)[..],
+        "payload intact"
+    );
     (appender, sequence)
 }
 
@@ -75,7 +79,12 @@ fn crash_child_process_entry_point() {
 fn sigkill_under_load_loses_no_committed_entry() {
     let root = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child_process_entry_point", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child_process_entry_point",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR_VAR, root.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -93,7 +102,10 @@ fn sigkill_under_load_loses_no_committed_entry() {
                 continue;
             };
             let (position, crc) = rest.split_once(' ').expect("position and checksum");
-            if reports_tx.send((position.parse().unwrap(), crc.parse().unwrap())).is_err() {
+            if reports_tx
+                .send((position.parse().unwrap(), crc.parse().unwrap()))
+                .is_err()
+            {
                 return;
             }
         }
@@ -105,15 +117,26 @@ fn sigkill_under_load_loses_no_committed_entry() {
     }
     child.kill().expect("SIGKILL delivered");
     let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(9), "the child died of the SIGKILL, mid-load: {status}");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child died of the SIGKILL, mid-load: {status}"
+    );
     reader.join().unwrap();
     reported.extend(reports.try_iter());
 
     let (log, recovered, mut committed) = open(&config(root.path()));
     assert_eq!(recovered.snapshot, None);
-    eprintln!("reported {} committed, recovered {}", reported.len(), recovered.tail.len());
-    let recovered_by_position: HashMap<u64, &Bytes> =
-        recovered.tail.iter().map(|(position, payload)| (*position, payload)).collect();
+    eprintln!(
+        "reported {} committed, recovered {}",
+        reported.len(),
+        recovered.tail.len()
+    );
+    let recovered_by_position: HashMap<u64, &Bytes> = recovered
+        .tail
+        .iter()
+        .map(|(position, payload)| (*position, payload))
+        .collect();
     for (position, crc) in &reported {
         let payload = recovered_by_position
             .get(position)
@@ -125,10 +148,17 @@ fn sigkill_under_load_loses_no_committed_entry() {
     let mut next_sequence = [0usize; APPENDERS];
     for (_, payload) in &recovered.tail {
         let (appender, sequence) = parse_payload(payload);
-        assert_eq!(sequence, next_sequence[appender], "appender {appender} out of order");
+        assert_eq!(
+            sequence, next_sequence[appender],
+            "appender {appender} out of order"
+        );
         next_sequence[appender] += 1;
     }
 
-    let next = append_all(&log, &mut committed, &[Bytes::from_static(b"after the crash")]);
+    let next = append_all(
+        &log,
+        &mut committed,
+        &[Bytes::from_static(b"after the crash")],
+    );
     assert_eq!(next[0].0, recovered.tail.len() as u64 + 1);
 }

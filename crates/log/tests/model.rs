@@ -63,13 +63,21 @@ fn recovered_entries(recovered: Recovered) -> Vec<Bytes> {
     let mut entries = match recovered.snapshot {
         Some((position, state)) => {
             let entries = decode_state(state);
-            assert_eq!(entries.len() as u64, position, "snapshot holds exactly its position's entries");
+            assert_eq!(
+                entries.len() as u64,
+                position,
+                "snapshot holds exactly its position's entries"
+            );
             entries
         }
         None => Vec::new(),
     };
     for (position, payload) in recovered.tail {
-        assert_eq!(position, entries.len() as u64 + 1, "tail continues the snapshot without gaps");
+        assert_eq!(
+            position,
+            entries.len() as u64 + 1,
+            "tail continues the snapshot without gaps"
+        );
         entries.push(payload);
     }
     entries
@@ -90,7 +98,11 @@ impl Harness {
         let (log, recovered, committed) = open(&self.config);
         let recovered = recovered_entries(recovered);
         let kept = (self.model.len() - entries_lost_to_damage).max(self.newest_snapshot as usize);
-        assert_eq!(recovered, self.model[..kept], "recovered exactly the surviving prefix");
+        assert_eq!(
+            recovered,
+            self.model[..kept],
+            "recovered exactly the surviving prefix"
+        );
         self.model.truncate(kept);
         self.log = Some((log, committed));
     }
@@ -103,30 +115,45 @@ impl Harness {
     fn apply(&mut self, op: Op) {
         match op {
             Op::Append(count) => {
-                let entries: Vec<Bytes> = (self.appended..self.appended + count).map(entry).collect();
+                let entries: Vec<Bytes> =
+                    (self.appended..self.appended + count).map(entry).collect();
                 self.appended += count;
                 let (log, committed) = self.log.as_mut().expect("open");
                 let first = self.model.len() as u64 + 1;
-                assert_eq!(append_all(log, committed, &entries), numbered(&entries, first));
+                assert_eq!(
+                    append_all(log, committed, &entries),
+                    numbered(&entries, first)
+                );
                 self.model.extend(entries);
             }
             Op::Reopen => self.reopen(0),
             Op::Snapshot => {
                 let (log, _) = self.log.as_ref().expect("open");
                 let position = self.model.len() as u64;
-                log.save_snapshot(position, &encode_state(&self.model)).expect("snapshot saved");
+                log.save_snapshot(position, &encode_state(&self.model))
+                    .expect("snapshot saved");
                 self.newest_snapshot = position;
             }
             Op::AppendJunk(junk) => {
                 let segment = self.closed_last_segment();
-                OpenOptions::new().append(true).open(segment).unwrap().write_all(&junk).unwrap();
+                OpenOptions::new()
+                    .append(true)
+                    .open(segment)
+                    .unwrap()
+                    .write_all(&junk)
+                    .unwrap();
                 self.reopen(0);
             }
             Op::CutTail(bytes) => {
                 let segment = self.closed_last_segment();
                 let length = fs::metadata(&segment).unwrap().len();
                 let cut = bytes.min(length);
-                OpenOptions::new().write(true).open(&segment).unwrap().set_len(length - cut).unwrap();
+                OpenOptions::new()
+                    .write(true)
+                    .open(&segment)
+                    .unwrap()
+                    .set_len(length - cut)
+                    .unwrap();
                 let lost = self.entries_touched_by_cut(cut);
                 self.reopen(lost);
             }

@@ -3,6 +3,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 
 use bytes::Bytes;
 use common::*;
@@ -37,7 +38,11 @@ fn snapshot_of_the_whole_log_recovers_with_an_empty_tail() {
     let config = config(root.path());
     {
         let (log, _, mut committed) = open(&config);
-        append_all(&log, &mut committed, &[payload("all", 0), payload("all", 1)]);
+        append_all(
+            &log,
+            &mut committed,
+            &[payload("all", 0), payload("all", 1)],
+        );
         log.save_snapshot(2, &state_at(2)).unwrap();
     }
     let (log, recovered, _) = open(&config);
@@ -53,7 +58,10 @@ fn snapshot_beyond_the_committed_position_is_refused() {
     append_all(&log, &mut committed, &[payload("one", 0)]);
     assert!(matches!(
         log.save_snapshot(2, b"future"),
-        Err(LogError::SnapshotBeyondCommitted { position: 2, committed: 1 })
+        Err(LogError::SnapshotBeyondCommitted {
+            position: 2,
+            committed: 1
+        })
     ));
 }
 
@@ -92,8 +100,15 @@ fn truncated_newest_snapshot_and_leftover_tmp_files_are_skipped_and_tmp_files_re
     }
     let newest = snapshot_files(&config.snapshot_dir).pop().unwrap();
     let bytes = fs::metadata(&newest).unwrap().len();
-    fs::OpenOptions::new().write(true).open(&newest).unwrap().set_len(bytes - 3).unwrap();
-    let leftover = config.snapshot_dir.join("snapshot-0000000000000009.snap.tmp");
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(bytes - 3)
+        .unwrap();
+    let leftover = config
+        .snapshot_dir
+        .join("snapshot-0000000000000009.snap.tmp");
     fs::write(&leftover, b"half a snapshot").unwrap();
 
     let (_log, recovered, _) = open(&config);
@@ -134,7 +149,11 @@ fn purge_keeps_the_retained_snapshots_and_every_segment_still_needed() {
 
     log.save_snapshot(10, &state_at(10)).unwrap();
     log.save_snapshot(20, &state_at(20)).unwrap();
-    assert_eq!(segment_files(&config.wal_dir).len(), segments_before, "fewer than 3 snapshots: no WAL purge");
+    assert_eq!(
+        segment_files(&config.wal_dir).len(),
+        segments_before,
+        "fewer than 3 snapshots: no WAL purge"
+    );
     log.save_snapshot(30, &state_at(30)).unwrap();
     log.save_snapshot(40, &state_at(40)).unwrap();
     log.save_snapshot(50, &state_at(50)).unwrap();
@@ -142,10 +161,16 @@ fn purge_keeps_the_retained_snapshots_and_every_segment_still_needed() {
     let positions = log.snapshot_store().positions().unwrap();
     assert_eq!(positions, vec![30, 40, 50]);
     let remaining = segment_files(&config.wal_dir);
-    assert!(remaining.len() < segments_before, "old segments were deleted");
+    assert!(
+        remaining.len() < segments_before,
+        "old segments were deleted"
+    );
     let first_remaining = first_position_of(&remaining[0]);
-    assert!(first_remaining <= 31, "the segment holding position 31 must stay, kept {remaining:?}");
-    let second_remaining = remaining.get(1).map(first_position_of);
+    assert!(
+        first_remaining <= 31,
+        "the segment holding position 31 must stay, kept {remaining:?}"
+    );
+    let second_remaining = remaining.get(1).map(|segment| first_position_of(segment));
     assert!(
         second_remaining.is_none_or(|second| second > 31),
         "the first kept segment must be the one holding 31, so nothing removable stays: {remaining:?}"
@@ -166,7 +191,11 @@ fn purge_never_deletes_the_segment_being_written() {
     let root = tempfile::tempdir().unwrap();
     let config = config(root.path());
     let (log, _, mut committed) = open(&config);
-    append_all(&log, &mut committed, &[payload("only", 0), payload("only", 1)]);
+    append_all(
+        &log,
+        &mut committed,
+        &[payload("only", 0), payload("only", 1)],
+    );
     for _ in 0..4 {
         log.save_snapshot(2, &state_at(2)).unwrap();
     }
@@ -181,7 +210,10 @@ fn purge_never_deletes_the_segment_being_written() {
 #[test]
 fn snapshot_store_stands_alone_for_other_ordering_layers() {
     let root = tempfile::tempdir().unwrap();
-    assert!(matches!(SnapshotStore::open(root.path(), 1), Err(LogError::InvalidConfig(_))));
+    assert!(matches!(
+        SnapshotStore::open(root.path(), 1),
+        Err(LogError::InvalidConfig(_))
+    ));
     let store = SnapshotStore::open(root.path(), 3).unwrap();
     assert_eq!(store.load_newest_valid().unwrap(), None);
     for position in [7, 9, 11, 13] {
@@ -189,10 +221,13 @@ fn snapshot_store_stands_alone_for_other_ordering_layers() {
     }
     assert_eq!(store.purge().unwrap(), Some(9));
     assert_eq!(store.positions().unwrap(), vec![9, 11, 13]);
-    assert_eq!(store.load_newest_valid().unwrap(), Some((13, Bytes::from(state_at(13)))));
+    assert_eq!(
+        store.load_newest_valid().unwrap(),
+        Some((13, Bytes::from(state_at(13))))
+    );
 }
 
-fn first_position_of(segment: &std::path::PathBuf) -> u64 {
+fn first_position_of(segment: &Path) -> u64 {
     let name = segment.file_stem().unwrap().to_string_lossy();
     u64::from_str_radix(name.trim_start_matches("segment-"), 16).unwrap()
 }

@@ -25,7 +25,10 @@ fn entries_commit_in_append_order_with_consecutive_positions() {
     let stats = log.stats();
     assert_eq!(stats.entries_committed, 200);
     assert!(stats.batches_committed >= 1 && stats.batches_committed <= 200);
-    assert!(stats.fsyncs >= stats.batches_committed, "every batch is fsynced: {stats:?}");
+    assert!(
+        stats.fsyncs >= stats.batches_committed,
+        "every batch is fsynced: {stats:?}"
+    );
 }
 
 #[test]
@@ -42,10 +45,16 @@ fn reopen_recovers_everything_and_continues_after_it() {
         let (log, recovered, mut committed) = open(&config);
         assert_eq!(recovered.tail, numbered(&first, 1));
         assert_eq!(log.committed_position(), 50);
-        assert_eq!(append_all(&log, &mut committed, &second), numbered(&second, 51));
+        assert_eq!(
+            append_all(&log, &mut committed, &second),
+            numbered(&second, 51)
+        );
     }
     let (_log, recovered, _committed) = open(&config);
-    assert_eq!(recovered.tail, [numbered(&first, 1), numbered(&second, 51)].concat());
+    assert_eq!(
+        recovered.tail,
+        [numbered(&first, 1), numbered(&second, 51)].concat()
+    );
 }
 
 #[test]
@@ -59,7 +68,10 @@ fn segments_roll_at_the_size_limit_and_recover_across_files() {
         append_all(&log, &mut committed, &payloads);
     }
     let segments = segment_files(&config.wal_dir);
-    assert!(segments.len() >= 5, "expected several segments, got {segments:?}");
+    assert!(
+        segments.len() >= 5,
+        "expected several segments, got {segments:?}"
+    );
     for segment in &segments[..segments.len() - 1] {
         let bytes = fs::metadata(segment).unwrap().len();
         assert!(bytes <= 200, "{} is {bytes} bytes", segment.display());
@@ -77,8 +89,13 @@ fn torn_last_record_is_truncated_at_every_byte_offset() {
         let (log, _, mut committed) = open(&original);
         append_all(&log, &mut committed, &payloads);
     }
-    let segment_name = last_segment(&original.wal_dir).file_name().unwrap().to_owned();
-    let full_bytes = fs::metadata(original.wal_dir.join(&segment_name)).unwrap().len();
+    let segment_name = last_segment(&original.wal_dir)
+        .file_name()
+        .unwrap()
+        .to_owned();
+    let full_bytes = fs::metadata(original.wal_dir.join(&segment_name))
+        .unwrap()
+        .len();
     let last_record_start = full_bytes - (RECORD_HEADER_BYTES + payloads[4].len()) as u64;
 
     for cut in last_record_start..full_bytes {
@@ -86,12 +103,21 @@ fn torn_last_record_is_truncated_at_every_byte_offset() {
         let config = common::config(case.path());
         copy_dir(&original.wal_dir, &config.wal_dir);
         let segment = config.wal_dir.join(&segment_name);
-        OpenOptions::new().write(true).open(&segment).unwrap().set_len(cut).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
 
         let replacement = payload("after-cut", cut as usize);
         {
             let (log, recovered, mut committed) = open(&config);
-            assert_eq!(recovered.tail, numbered(&payloads[..4], 1), "cut at byte {cut}");
+            assert_eq!(
+                recovered.tail,
+                numbered(&payloads[..4], 1),
+                "cut at byte {cut}"
+            );
             assert_eq!(fs::metadata(&segment).unwrap().len(), last_record_start);
             let appended = append_all(&log, &mut committed, std::slice::from_ref(&replacement));
             assert_eq!(appended, vec![(5, replacement.clone())]);
@@ -114,7 +140,12 @@ fn zeroed_or_scribbled_space_after_the_last_record_is_truncated() {
     }
     let segment = last_segment(&config.wal_dir);
     let intact_bytes = fs::metadata(&segment).unwrap().len();
-    OpenOptions::new().write(true).open(&segment).unwrap().set_len(intact_bytes + 4096).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(intact_bytes + 4096)
+        .unwrap();
     {
         let (_log, recovered, _) = open(&config);
         assert_eq!(recovered.tail, numbered(&payloads, 1));
@@ -126,7 +157,11 @@ fn zeroed_or_scribbled_space_after_the_last_record_is_truncated() {
     bytes[last] ^= 0x01;
     fs::write(&segment, &bytes).unwrap();
     let (_log, recovered, _) = open(&config);
-    assert_eq!(recovered.tail, numbered(&payloads[..2], 1), "a damaged last record is cut off");
+    assert_eq!(
+        recovered.tail,
+        numbered(&payloads[..2], 1),
+        "a damaged last record is cut off"
+    );
 }
 
 fn expect_corrupt(result: Result<impl Sized, LogError>) -> String {
@@ -155,9 +190,16 @@ fn damage_in_the_middle_refuses_to_start_naming_file_offset_and_position() {
     let message = expect_corrupt(SingleLog::open(config.clone()));
     let file_name = segment.file_name().unwrap().to_string_lossy().into_owned();
     assert!(message.contains(&file_name), "{message}");
-    assert!(message.contains(&format!("byte offset {record_bytes}")), "{message}");
+    assert!(
+        message.contains(&format!("byte offset {record_bytes}")),
+        "{message}"
+    );
     assert!(message.contains("position 2"), "{message}");
-    assert_eq!(fs::read(&segment).unwrap(), bytes, "a refused start must not modify the file");
+    assert_eq!(
+        fs::read(&segment).unwrap(),
+        bytes,
+        "a refused start must not modify the file"
+    );
 }
 
 #[test]
@@ -172,9 +214,17 @@ fn damage_at_the_end_of_an_earlier_segment_refuses_to_start() {
     }
     let first_segment = segment_files(&config.wal_dir).remove(0);
     let bytes = fs::metadata(&first_segment).unwrap().len();
-    OpenOptions::new().write(true).open(&first_segment).unwrap().set_len(bytes - 1).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&first_segment)
+        .unwrap()
+        .set_len(bytes - 1)
+        .unwrap();
     let message = expect_corrupt(SingleLog::open(config));
-    assert!(message.contains(&*first_segment.file_name().unwrap().to_string_lossy()), "{message}");
+    assert!(
+        message.contains(&*first_segment.file_name().unwrap().to_string_lossy()),
+        "{message}"
+    );
 }
 
 #[test]
@@ -192,7 +242,10 @@ fn missing_segment_refuses_to_start_naming_the_gap() {
     fs::remove_file(&segments[1]).unwrap();
     let message = expect_corrupt(SingleLog::open(config));
     assert!(message.contains("are missing"), "{message}");
-    assert!(message.contains(&*segments[2].file_name().unwrap().to_string_lossy()), "{message}");
+    assert!(
+        message.contains(&*segments[2].file_name().unwrap().to_string_lossy()),
+        "{message}"
+    );
 }
 
 #[test]
@@ -216,7 +269,8 @@ fn many_concurrent_appenders_share_fsyncs() {
             std::thread::spawn(move || {
                 start.wait();
                 for i in 0..PER_APPENDER {
-                    log.append(payload(&format!("appender{appender}"), i)).expect("queue has room");
+                    log.append(payload(&format!("appender{appender}"), i))
+                        .expect("queue has room");
                 }
             })
         })
@@ -227,14 +281,26 @@ fn many_concurrent_appenders_share_fsyncs() {
     let entries = receive(&mut committed, total);
     let stats = log.stats();
     assert_eq!(stats.entries_committed, total as u64);
-    assert!(stats.fsyncs < total as u64 / 10, "{total} appends took {stats:?}");
+    assert!(
+        stats.fsyncs < total as u64 / 10,
+        "{total} appends took {stats:?}"
+    );
 
     for appender in 0..APPENDERS {
         let tag = format!("appender{appender}-");
-        let own: Vec<&Bytes> =
-            entries.iter().map(|(_, entry)| entry).filter(|entry| entry.starts_with(tag.as_bytes())).collect();
-        let expected: Vec<Bytes> = (0..PER_APPENDER).map(|i| payload(&format!("appender{appender}"), i)).collect();
-        assert_eq!(own, expected.iter().collect::<Vec<_>>(), "each appender's entries keep their order");
+        let own: Vec<&Bytes> = entries
+            .iter()
+            .map(|(_, entry)| entry)
+            .filter(|entry| entry.starts_with(tag.as_bytes()))
+            .collect();
+        let expected: Vec<Bytes> = (0..PER_APPENDER)
+            .map(|i| payload(&format!("appender{appender}"), i))
+            .collect();
+        assert_eq!(
+            own,
+            expected.iter().collect::<Vec<_>>(),
+            "each appender's entries keep their order"
+        );
     }
 }
 
@@ -259,7 +325,10 @@ fn full_queue_refuses_appends_and_everything_accepted_commits() {
     }
     assert!(accepted.len() < 1_000, "the queue never filled");
     assert!(accepted.len() >= 8, "the queue holds at least its capacity");
-    assert_eq!(receive(&mut committed, accepted.len()), numbered(&accepted, 1));
+    assert_eq!(
+        receive(&mut committed, accepted.len()),
+        numbered(&accepted, 1)
+    );
 }
 
 #[test]
@@ -273,14 +342,20 @@ fn queue_byte_budget_and_entry_size_are_enforced() {
     let (log, _, mut committed) = open(&config);
     assert_eq!(
         log.append(Bytes::from(vec![0u8; 101])),
-        Err(AppendError::TooLarge { entry_bytes: 101, entry_bytes_max: 100 })
+        Err(AppendError::TooLarge {
+            entry_bytes: 101,
+            entry_bytes_max: 100
+        })
     );
     let mut accepted = 0;
     while log.append(Bytes::from(vec![7u8; 100])).is_ok() {
         accepted += 1;
         assert!(accepted < 100, "the byte budget never filled");
     }
-    assert_eq!(log.append(Bytes::from(vec![7u8; 100])), Err(AppendError::Full));
+    assert_eq!(
+        log.append(Bytes::from(vec![7u8; 100])),
+        Err(AppendError::Full)
+    );
     receive(&mut committed, accepted);
 }
 
@@ -297,7 +372,10 @@ fn closed_log_refuses_appends_and_flushes_what_was_queued() {
     assert_eq!(log.append(payload("late", 0)), Err(AppendError::Closed));
     assert_eq!(log.committed_position(), 100);
     assert_eq!(receive(&mut committed, 100), numbered(&payloads, 1));
-    assert!(committed.blocking_recv().is_none(), "the channel ends when the writer stops");
+    assert!(
+        committed.blocking_recv().is_none(),
+        "the channel ends when the writer stops"
+    );
     drop(log);
     let (_log, recovered, _) = open(&config);
     assert_eq!(recovered.tail, numbered(&payloads, 1));
@@ -319,8 +397,14 @@ fn invalid_configuration_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
     config.snapshots_retained = 2;
-    assert!(matches!(SingleLog::open(config.clone()), Err(LogError::InvalidConfig(_))));
+    assert!(matches!(
+        SingleLog::open(config.clone()),
+        Err(LogError::InvalidConfig(_))
+    ));
     config.snapshots_retained = 3;
     config.batch_entries_max = 0;
-    assert!(matches!(SingleLog::open(config), Err(LogError::InvalidConfig(_))));
+    assert!(matches!(
+        SingleLog::open(config),
+        Err(LogError::InvalidConfig(_))
+    ));
 }

@@ -42,7 +42,11 @@ pub fn receive(committed: &mut Receiver<CommittedBatch>, count: usize) -> Vec<(P
     while entries.len() < count {
         let batch = committed.blocking_recv().expect("log still publishing");
         if let Some((last, _)) = entries.last() {
-            assert_eq!(batch.first_position(), last + 1, "batches must follow each other");
+            assert_eq!(
+                batch.first_position(),
+                last + 1,
+                "batches must follow each other"
+            );
         }
         entries.extend(batch.into_entries());
     }
@@ -75,7 +79,12 @@ pub fn last_segment(wal_dir: &Path) -> PathBuf {
 }
 
 pub fn numbered(entries: &[Bytes], first_position: Position) -> Vec<(Position, Bytes)> {
-    entries.iter().cloned().zip(first_position..).map(|(entry, position)| (position, entry)).collect()
+    entries
+        .iter()
+        .cloned()
+        .zip(first_position..)
+        .map(|(entry, position)| (position, entry))
+        .collect()
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
