@@ -149,10 +149,10 @@ func TestInvalidACLsAreRejected(t *testing.T) {
 	c := connect(t, shared.addr)
 	root := testRoot(t, c)
 	cases := map[string][]zk.ACL{
-		"empty list":                   {},
-		"auth scheme without any auth": zk.AuthACL(zk.PermAll),
-		"digest id without a colon":    {{Perms: zk.PermAll, Scheme: "digest", ID: "nocolon"}},
-		"unknown scheme":               {{Perms: zk.PermAll, Scheme: "nosuchscheme", ID: "x"}},
+		"empty list":                         {},
+		"auth scheme without any auth":       zk.AuthACL(zk.PermAll),
+		"digest id without a colon":          {{Perms: zk.PermAll, Scheme: "digest", ID: "nocolon"}},
+		"unknown scheme":                     {{Perms: zk.PermAll, Scheme: "nosuchscheme", ID: "x"}},
 		"world with an id other than anyone": {{Perms: zk.PermAll, Scheme: "world", ID: "someone"}},
 	}
 	for name, acl := range cases {
