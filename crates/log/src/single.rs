@@ -173,6 +173,9 @@ pub struct SingleLog {
     writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
     snapshots: SnapshotStore,
+    /// Serialises purges, so a timer purge and a post-snapshot purge never race to delete
+    /// the same segment.
+    purge_lock: Mutex<()>,
     _dir_locks: Vec<DirLock>,
 }
 
@@ -250,6 +253,7 @@ impl SingleLog {
             writer: Mutex::new(Some(handle)),
             shared,
             snapshots,
+            purge_lock: Mutex::new(()),
             _dir_locks: dir_locks,
         };
         Ok((log, Recovered { snapshot, tail }, committed_rx))
@@ -286,6 +290,10 @@ impl SingleLog {
     /// entries at or below the oldest retained snapshot. Blocking IO; safe to call on a timer
     /// (ZooKeeper's autopurge.purgeInterval) while the log is running.
     pub fn purge(&self) -> Result<(), LogError> {
+        let _guard = self
+            .purge_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(oldest_retained) = self.snapshots.purge()? else {
             return Ok(());
         };

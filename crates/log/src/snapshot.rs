@@ -1,11 +1,5 @@
 //! Snapshot files: an opaque state image exact at one log position.
 //!
-//! This is a store of its own rather than a part of [`crate::SingleLog`] because every
-//! ordering layer needs it, and not all of them have a local WAL: a Zab follower keeps its
-//! own WAL and snapshots, while a translation server over a CORFU shared log keeps only
-//! snapshots and replays the shared log from the snapshot's position. `SingleLog` owns one
-//! and adds what only it knows: that a snapshot lets WAL segments go.
-//!
 //! File format, little endian: `magic "ZLSNAP01" | position: u64 | payload_len: u64 |
 //! crc32c: u32 | payload`. The checksum covers position, length and payload, so a snapshot
 //! cut short by a crash, or renamed to another position by hand, is rejected.
@@ -100,6 +94,15 @@ fn decode_snapshot(bytes: &[u8]) -> Result<(Position, std::ops::Range<usize>), S
 }
 
 /// Snapshot files in one directory (ZooKeeper's dataDir).
+///
+/// This is a store of its own rather than a part of [`crate::SingleLog`] because every
+/// ordering layer needs snapshots, and not all of them have a local WAL: a Zab follower keeps
+/// its own WAL and snapshots, while a translation server over a CORFU shared log keeps only
+/// snapshots and replays the shared log from the snapshot's position. `SingleLog` owns one
+/// and adds what only it knows: which WAL segments a snapshot makes unnecessary.
+///
+/// The store does not lock its directory; whoever opens it must be its only user
+/// (`SingleLog` holds a lock file for that).
 #[derive(Debug)]
 pub struct SnapshotStore {
     dir: PathBuf,

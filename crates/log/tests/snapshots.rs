@@ -187,24 +187,41 @@ fn purge_keeps_the_retained_snapshots_and_every_segment_still_needed() {
 }
 
 #[test]
-fn purge_never_deletes_the_segment_being_written() {
+fn repeated_purges_keep_the_segment_being_written_and_the_log_going() {
     let root = tempfile::tempdir().unwrap();
-    let config = config(root.path());
+    let mut config = config(root.path());
+    config.segment_bytes_max = 100;
+    let payloads: Vec<Bytes> = (0..12).map(|i| payload("timer", i)).collect();
     let (log, _, mut committed) = open(&config);
-    append_all(
-        &log,
-        &mut committed,
-        &[payload("only", 0), payload("only", 1)],
-    );
-    for _ in 0..4 {
-        log.save_snapshot(2, &state_at(2)).unwrap();
+    append_all(&log, &mut committed, &payloads[..10]);
+    for position in [8, 9, 10] {
+        log.save_snapshot(position, &state_at(position)).unwrap();
     }
-    log.save_snapshot(0, b"").unwrap();
-    log.save_snapshot(1, &state_at(1)).unwrap();
+    let remaining = segment_files(&config.wal_dir);
+    // Records are 27 bytes here, three to a segment: 1..=3, 4..=6, 7..=9, 10.
+    let firsts: Vec<u64> = remaining
+        .iter()
+        .map(|segment| first_position_of(segment))
+        .collect();
+    assert_eq!(
+        firsts,
+        vec![7, 10],
+        "segments wholly at or below 8 are gone, 7..=9 is kept"
+    );
     log.purge().unwrap();
-    assert_eq!(segment_files(&config.wal_dir).len(), 1);
-    let next = append_all(&log, &mut committed, &[payload("only", 2)]);
-    assert_eq!(next[0].0, 3);
+    log.purge().unwrap();
+    assert_eq!(
+        segment_files(&config.wal_dir),
+        remaining,
+        "purging again changes nothing"
+    );
+
+    let next = append_all(&log, &mut committed, &payloads[10..]);
+    assert_eq!(next, numbered(&payloads[10..], 11));
+    drop(log);
+    let (_log, recovered, _) = open(&config);
+    assert_eq!(recovered.snapshot, Some((10, Bytes::from(state_at(10)))));
+    assert_eq!(recovered.tail, numbered(&payloads[10..], 11));
 }
 
 #[test]
