@@ -532,6 +532,8 @@ struct Writer {
     batch_bytes_max: usize,
     /// Encoded records not yet written; bounded by one batch plus one record.
     buffer: Vec<u8>,
+    /// Declared before `committed` so that, when a failed writer is dropped, appends already
+    /// fail by the time the apply loop sees its channel end.
     queue: QueueReceiver<Bytes>,
     /// An entry taken from the queue that did not fit the previous batch.
     held_over: Option<Bytes>,

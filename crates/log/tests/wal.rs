@@ -382,6 +382,41 @@ fn closed_log_refuses_appends_and_flushes_what_was_queued() {
 }
 
 #[test]
+fn a_write_error_stops_the_log_and_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 100;
+    let payloads: Vec<Bytes> = (0..4).map(|i| payload("fail", i)).collect();
+    let (log, _, mut committed) = open(&config);
+    append_all(&log, &mut committed, &payloads[..3]);
+    // Three 27-byte records fill the first segment, so the fourth needs a new segment file,
+    // and a directory already sits where that file must be created.
+    let blocker = config.wal_dir.join("segment-0000000000000004.wal");
+    fs::create_dir(&blocker).unwrap();
+
+    log.append(payloads[3].clone()).unwrap();
+    assert!(
+        committed.blocking_recv().is_none(),
+        "the committed channel ends with the writer"
+    );
+    assert_eq!(
+        log.committed_position(),
+        3,
+        "nothing is committed after the failure"
+    );
+    assert_eq!(log.append(payload("late", 0)), Err(AppendError::Failed));
+    match log.close() {
+        Err(LogError::WriterFailed(message)) => {
+            assert!(
+                message.contains("segment-0000000000000004.wal"),
+                "{message}"
+            )
+        }
+        other => panic!("expected WriterFailed, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_second_open_of_the_same_directory_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let config = config(root.path());
