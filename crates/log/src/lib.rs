@@ -38,6 +38,11 @@ use bytes::Bytes;
 /// "nothing" (an empty log, or a snapshot of the empty state).
 pub type Position = u64;
 
+/// The largest position this crate accepts from disk. ZooKeeper clients hold zxids in a
+/// signed 64-bit integer, so larger values would look negative to them; it also keeps
+/// `position + 1` from overflowing on a crafted file name or record.
+pub const POSITION_MAX: Position = i64::MAX as Position;
+
 /// What the server front end needs from whatever orders its commands.
 pub trait OrderingLayer: Send + Sync + 'static {
     /// Queues one command for ordering; never blocks. The entry's position becomes known when

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::error::LogError;
 use crate::record::{scan_segment, ScanFault};
-use crate::Position;
+use crate::{Position, POSITION_MAX};
 
 const SEGMENT_PREFIX: &str = "segment-";
 const SEGMENT_SUFFIX: &str = ".wal";
@@ -18,14 +18,14 @@ pub(crate) fn segment_file_name(first_position: Position) -> String {
     format!("{SEGMENT_PREFIX}{first_position:016x}{SEGMENT_SUFFIX}")
 }
 
+/// Accepts exactly the names [`segment_file_name`] produces, for positions 1..=POSITION_MAX.
 pub(crate) fn parse_segment_file_name(name: &str) -> Option<Position> {
     let hex = name
         .strip_prefix(SEGMENT_PREFIX)?
         .strip_suffix(SEGMENT_SUFFIX)?;
-    if hex.len() != 16 {
-        return None;
-    }
-    u64::from_str_radix(hex, 16).ok().filter(|first| *first > 0)
+    u64::from_str_radix(hex, 16)
+        .ok()
+        .filter(|first| (1..=POSITION_MAX).contains(first) && segment_file_name(*first) == name)
 }
 
 /// Index, into segments sorted by first position, of the first segment recovery must read
@@ -224,14 +224,28 @@ mod tests {
 
     #[test]
     fn segment_names_sort_by_position_and_parse_back() {
-        let names: Vec<_> = [1u64, 0xff, 0x100, u64::MAX].map(segment_file_name).into();
+        let names: Vec<_> = [1u64, 0xff, 0x100, POSITION_MAX]
+            .map(segment_file_name)
+            .into();
         let mut sorted = names.clone();
         sorted.sort();
         assert_eq!(names, sorted);
-        for (name, first) in names.iter().zip([1u64, 0xff, 0x100, u64::MAX]) {
+        for (name, first) in names.iter().zip([1u64, 0xff, 0x100, POSITION_MAX]) {
             assert_eq!(parse_segment_file_name(name), Some(first));
         }
         assert_eq!(parse_segment_file_name("segment-1.wal"), None);
+        assert_eq!(
+            parse_segment_file_name("segment-+000000000000001.wal"),
+            None
+        );
+        assert_eq!(
+            parse_segment_file_name("segment-00000000000000FF.wal"),
+            None
+        );
+        assert_eq!(
+            parse_segment_file_name(&segment_file_name(POSITION_MAX + 1)),
+            None
+        );
         assert_eq!(
             parse_segment_file_name("segment-0000000000000000.wal"),
             None

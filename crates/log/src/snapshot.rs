@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file};
-use crate::Position;
+use crate::{Position, POSITION_MAX};
 
 const MAGIC: &[u8; 8] = b"ZLSNAP01";
 const HEADER_BYTES: usize = 28;
@@ -29,11 +29,12 @@ fn snapshot_file_name(position: Position) -> String {
     format!("{PREFIX}{position:016x}{SUFFIX}")
 }
 
+/// Accepts exactly the names [`snapshot_file_name`] produces, up to POSITION_MAX.
 fn parse_snapshot_file_name(name: &str) -> Option<Position> {
     let hex = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
-    (hex.len() == 16)
-        .then(|| u64::from_str_radix(hex, 16).ok())
-        .flatten()
+    u64::from_str_radix(hex, 16)
+        .ok()
+        .filter(|position| *position <= POSITION_MAX && snapshot_file_name(*position) == name)
 }
 
 fn checksum(position: Position, payload: &[u8]) -> u32 {
