@@ -148,6 +148,15 @@ impl TailRecovery {
                     "the segments overlap".to_string()
                 },
             ))),
+            None if first_position > self.snapshot_position + 1 => Err(LogError::Corrupt(format!(
+                "{} starts at position {first_position} but the snapshot recovery uses is \
+                     at position {}: positions {}..{} are missing. Restore them, or a newer \
+                     snapshot, from a backup or another server.",
+                file.display(),
+                self.snapshot_position,
+                self.snapshot_position + 1,
+                first_position - 1,
+            ))),
             _ => Ok(()),
         }
     }
@@ -209,6 +218,28 @@ fn judge_fault(file: &Path, fault: ScanFault, is_last: bool) -> Result<SegmentVe
 mod tests {
     use super::*;
     use crate::record::encode_record;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a segment holds, recovery answers with a verdict or an error, never a
+        /// panic, and never returns an entry it did not find intact.
+        #[test]
+        fn arbitrary_segment_bytes_never_panic(
+            intact in 0u64..4,
+            damage in proptest::collection::vec(any::<u8>(), 0..96),
+            first in 1u64..1_000,
+            is_last in any::<bool>(),
+        ) {
+            let mut bytes = segment(first, intact).to_vec();
+            bytes.extend_from_slice(&damage);
+            let mut recovery = TailRecovery::new(first - 1);
+            if recovery.accept_segment(Path::new("s"), first, Bytes::from(bytes), is_last).is_ok() {
+                let recovered = recovery.finish();
+                prop_assert!(recovered.tail.len() as u64 >= intact);
+                prop_assert_eq!(recovered.tail.first().map(|e| e.0), (intact > 0).then_some(first));
+            }
+        }
+    }
 
     fn segment(first: Position, count: u64) -> Bytes {
         let mut out = Vec::new();
@@ -307,6 +338,16 @@ mod tests {
         assert_eq!(positions(&recovered.tail), vec![4, 5, 6, 7]);
         assert_eq!(&recovered.tail[0].1[..], b"entry 4");
         assert_eq!(recovered.wal_last_position, 7);
+    }
+
+    #[test]
+    fn first_segment_must_reach_back_to_the_snapshot() {
+        let mut recovery = TailRecovery::new(3);
+        let error = recovery
+            .accept_segment(Path::new("segment-b"), 6, segment(6, 2), true)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("positions 4..5 are missing"), "{error}");
     }
 
     #[test]
