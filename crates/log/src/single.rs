@@ -218,26 +218,8 @@ impl SingleLog {
             committed_position + 1,
             &shared,
         )?;
-        let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
-        let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
-        let writer = Writer {
-            wal_dir: config.wal_dir.clone(),
-            segment,
-            next_position: committed_position + 1,
-            segment_bytes_max: config.segment_bytes_max,
-            batch_entries_max: config.batch_entries_max,
-            batch_bytes_max: config.batch_bytes_max,
-            buffer: Vec::new(),
-            queue: queue_rx,
-            held_over: None,
-            committed: committed_tx,
-            apply_loop_gone: false,
-            shared: Arc::clone(&shared),
-        };
-        let handle = std::thread::Builder::new()
-            .name("zoolog-wal-writer".into())
-            .spawn(move || writer.run())
-            .context(|| "spawn the WAL writer thread".to_string())?;
+        let (handle, queue_tx, committed_rx) =
+            Writer::spawn(&config, segment, committed_position, Arc::clone(&shared))?;
         tracing::info!(
             wal_dir = %config.wal_dir.display(),
             snapshot_position,
@@ -542,7 +524,44 @@ struct Writer {
     shared: Arc<Shared>,
 }
 
+type WriterChannels = (
+    JoinHandle<()>,
+    SyncSender<Bytes>,
+    mpsc::Receiver<CommittedBatch>,
+);
+
 impl Writer {
+    /// Starts the writer after `committed_position`; returns its thread, the sending end of
+    /// its queue and the receiving end of its committed batches.
+    fn spawn(
+        config: &SingleLogConfig,
+        segment: ActiveSegment,
+        committed_position: Position,
+        shared: Arc<Shared>,
+    ) -> Result<WriterChannels, LogError> {
+        let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
+        let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
+        let writer = Writer {
+            wal_dir: config.wal_dir.clone(),
+            segment,
+            next_position: committed_position + 1,
+            segment_bytes_max: config.segment_bytes_max,
+            batch_entries_max: config.batch_entries_max,
+            batch_bytes_max: config.batch_bytes_max,
+            buffer: Vec::new(),
+            queue: queue_rx,
+            held_over: None,
+            committed: committed_tx,
+            apply_loop_gone: false,
+            shared,
+        };
+        let handle = std::thread::Builder::new()
+            .name("zoolog-wal-writer".into())
+            .spawn(move || writer.run())
+            .context(|| "spawn the WAL writer thread".to_string())?;
+        Ok((handle, queue_tx, committed_rx))
+    }
+
     fn run(mut self) {
         while let Some(entries) = self.next_batch() {
             match self.write_batch(entries) {
