@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,12 +327,16 @@ func wantCode(t *testing.T, what string, got error, code int) {
 	}
 }
 
-var openACL = zk.WorldACL(zk.PermAll)
+var (
+	openACL = zk.WorldACL(zk.PermAll)
+	rootSeq atomic.Int64
+)
 
 // testRoot creates a fresh persistent node for one test on the shared server and returns its path.
 func testRoot(t *testing.T, c *client) string {
 	t.Helper()
-	name := "/" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	// Unique per run, so -count=N against the one shared server gets fresh roots.
+	name := fmt.Sprintf("/%s-%d", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), rootSeq.Add(1))
 	p, err := c.Create(name, nil, 0, openACL)
 	if err != nil {
 		t.Fatalf("create test root %s: %v", name, err)
