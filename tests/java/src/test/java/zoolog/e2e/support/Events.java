@@ -28,6 +28,16 @@ public final class Events implements Watcher {
         return e;
     }
 
+    /** Waits (bounded) for the next node event, skipping session-state events (type None). */
+    public WatchedEvent nextNodeEvent() throws InterruptedException {
+        while (true) {
+            WatchedEvent e = next();
+            if (e.getType() != EventType.None) {
+                return e;
+            }
+        }
+    }
+
     /** Everything received so far (call after ZkTestBase.barrier for an exact picture). */
     public List<WatchedEvent> drain() {
         List<WatchedEvent> out = new ArrayList<>();
