@@ -1,0 +1,74 @@
+//! One znode as stored: everything its Stat is derived from, plus its children's names.
+
+use imbl::OrdSet;
+use std::sync::Arc;
+use zoolog_proto::{Acl, Stat};
+
+/// What kind of node this is; decides ephemeral cleanup and reaping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    Persistent,
+    Ephemeral { owner_session_id: i64 },
+    Container,
+    Ttl { ttl_ms: i64 },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    /// `None` is the null buffer, which clients see as distinct from empty.
+    pub data: Option<Arc<[u8]>>,
+    /// Shared with the parent when equal, so a million children of one ACL cost one list.
+    pub acl: Arc<Vec<Acl>>,
+    pub kind: NodeKind,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime_ms: i64,
+    pub mtime_ms: i64,
+    pub version: i32,
+    pub aversion: i32,
+    /// C of §11.4: children ever created through the counter. Reported cversion is 2·C − n,
+    /// and sequential suffixes come from C.
+    pub child_creations: i32,
+    pub pzxid: i64,
+    /// Sorted, so children lists are the same on every replica.
+    pub children: OrdSet<Arc<str>>,
+}
+
+impl Node {
+    pub fn data_length(&self) -> usize {
+        self.data.as_ref().map_or(0, |data| data.len())
+    }
+
+    pub fn stat(&self) -> Stat {
+        let num_children = self.children.len() as i32;
+        Stat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime_ms,
+            mtime: self.mtime_ms,
+            version: self.version,
+            cversion: self.child_creations.wrapping_mul(2).wrapping_sub(num_children),
+            aversion: self.aversion,
+            // Containers and TTL nodes report 0: their internal markers are not session ids.
+            ephemeral_owner: match self.kind {
+                NodeKind::Ephemeral { owner_session_id } => owner_session_id,
+                _ => 0,
+            },
+            data_length: self.data_length() as i32,
+            num_children,
+            pzxid: self.pzxid,
+        }
+    }
+
+    pub fn data_vec(&self) -> Option<Vec<u8>> {
+        self.data.as_ref().map(|data| data.to_vec())
+    }
+
+    pub fn child_names(&self) -> Vec<String> {
+        self.children.iter().map(|name| name.to_string()).collect()
+    }
+
+    pub fn is_session_ephemeral(&self) -> bool {
+        matches!(self.kind, NodeKind::Ephemeral { .. })
+    }
+}

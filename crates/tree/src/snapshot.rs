@@ -1,0 +1,187 @@
+//! Exact snapshots: the whole state at `last_applied_zxid` (nodes with their null-data flags and
+//! counters, sessions), in a versioned jute-style encoding. Derived state (children sets,
+//! ephemeral sets, quota roots, totals) is rebuilt on decode, and decode checks every invariant
+//! it relies on, so corrupt input is an error, never a panic.
+
+use crate::node::{Node, NodeKind};
+use crate::path;
+use crate::tree::{DataTree, SessionInfo, CONFIG_PATH, QUOTA_PATH, ZOOKEEPER_PATH};
+use crate::TreeConfig;
+use imbl::OrdSet;
+use std::sync::Arc;
+use zoolog_proto::{Acl, DecodeError, Jute, Reader};
+
+const MAGIC: &[u8; 8] = b"ZLTREE\0\x01";
+
+const KIND_PERSISTENT: u8 = 0;
+const KIND_EPHEMERAL: u8 = 1;
+const KIND_CONTAINER: u8 = 2;
+const KIND_TTL: u8 = 3;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("not a zoolog tree snapshot (bad magic)")]
+    BadMagic,
+    #[error("snapshot does not decode: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("snapshot is inconsistent: {0}")]
+    Inconsistent(String),
+}
+
+fn inconsistent(what: impl Into<String>) -> SnapshotError {
+    SnapshotError::Inconsistent(what.into())
+}
+
+impl DataTree {
+    /// Appends the snapshot of this state. Meant for a frozen clone on a background thread.
+    pub fn encode_snapshot(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(MAGIC);
+        self.last_applied_zxid.write_to(out);
+        (self.sessions.len() as i64).write_to(out);
+        for (session_id, session) in &self.sessions {
+            session_id.write_to(out);
+            session.timeout_ms.write_to(out);
+            write_bytes(Some(&session.password), out);
+        }
+        (self.nodes.len() as i64).write_to(out);
+        // Parents before children, children in name order: decode links as it reads.
+        let mut pending = vec![String::from("/")];
+        while let Some(current) = pending.pop() {
+            let node = &self.nodes[&current];
+            encode_node(&current, node, out);
+            pending.extend(node.children.iter().rev().map(|name| path::child_path(&current, name)));
+        }
+    }
+
+    pub fn decode_snapshot(bytes: &[u8], config: TreeConfig) -> Result<DataTree, SnapshotError> {
+        let reader = &mut Reader::new(bytes);
+        if reader.take(MAGIC.len())? != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        let mut tree = DataTree::empty(config);
+        tree.last_applied_zxid = i64::read_from(reader)?;
+        if tree.last_applied_zxid < 0 {
+            return Err(inconsistent("negative zxid"));
+        }
+        for _ in 0..read_count(reader, 8 + 4 + 4)? {
+            let session_id = i64::read_from(reader)?;
+            let timeout_ms = i32::read_from(reader)?;
+            let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
+            let info = SessionInfo { timeout_ms, password, ephemerals: OrdSet::new() };
+            if tree.sessions.insert(session_id, info).is_some() {
+                return Err(inconsistent(format!("session {session_id:#x} twice")));
+            }
+        }
+        let node_count = read_count(reader, 4)?;
+        for index in 0..node_count {
+            let (path, mut node) = decode_node(reader)?;
+            tree.check_decoded_node(index, &path, &node)?;
+            tree.share_parent_acl(&path, &mut node);
+            tree.link_node(&path, node);
+        }
+        reader.finish()?;
+        for built_in in [ZOOKEEPER_PATH, QUOTA_PATH, CONFIG_PATH] {
+            if !tree.nodes.contains_key(built_in) {
+                return Err(inconsistent(format!("{built_in} missing")));
+            }
+        }
+        Ok(tree)
+    }
+
+    fn share_parent_acl(&self, path: &str, node: &mut Node) {
+        let parent = path::parent_of(path).filter(|_| path != "/").and_then(|parent| self.nodes.get(parent));
+        if let Some(parent) = parent.filter(|parent| parent.acl == node.acl) {
+            node.acl = parent.acl.clone();
+        }
+    }
+
+    /// Everything `link_node` asserts, checked up front so bad bytes become an error.
+    fn check_decoded_node(&self, index: u64, path: &str, node: &Node) -> Result<(), SnapshotError> {
+        if (index == 0) != (path == "/") {
+            return Err(inconsistent(format!("node {index} is {path:?}; the root must come first, once")));
+        }
+        if !path::is_valid(path) || self.nodes.contains_key(path) {
+            return Err(inconsistent(format!("{path:?} invalid or repeated")));
+        }
+        if index > 0 {
+            let parent = path::parent_of(path).and_then(|parent| self.nodes.get(parent));
+            if parent.map_or(true, Node::is_session_ephemeral) {
+                return Err(inconsistent(format!("{path} comes before its parent, or under an ephemeral")));
+            }
+        }
+        if let NodeKind::Ephemeral { owner_session_id } = node.kind {
+            if !self.sessions.contains_key(&owner_session_id) {
+                return Err(inconsistent(format!("{path} owned by unknown session {owner_session_id:#x}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_count(reader: &mut Reader<'_>, min_bytes_each: usize) -> Result<u64, SnapshotError> {
+    let count = i64::read_from(reader)?;
+    let count = u64::try_from(count).map_err(|_| inconsistent("negative count"))?;
+    if count.saturating_mul(min_bytes_each as u64) > reader.remaining() as u64 {
+        return Err(inconsistent(format!("count {count} larger than the snapshot")));
+    }
+    Ok(count)
+}
+
+/// A nullable buffer, written without copying the node's shared bytes.
+fn write_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
+    match bytes {
+        None => (-1i32).write_to(out),
+        Some(bytes) => {
+            (bytes.len() as i32).write_to(out);
+            out.extend_from_slice(bytes);
+        }
+    }
+}
+
+fn encode_node(path: &str, node: &Node, out: &mut Vec<u8>) {
+    path.to_owned().write_to(out);
+    write_bytes(node.data.as_deref(), out);
+    node.acl.write_to(out);
+    for value in [node.czxid, node.mzxid, node.ctime_ms, node.mtime_ms, node.pzxid] {
+        value.write_to(out);
+    }
+    for value in [node.version, node.aversion, node.child_creations] {
+        value.write_to(out);
+    }
+    match node.kind {
+        NodeKind::Persistent => out.push(KIND_PERSISTENT),
+        NodeKind::Ephemeral { owner_session_id } => {
+            out.push(KIND_EPHEMERAL);
+            owner_session_id.write_to(out);
+        }
+        NodeKind::Container => out.push(KIND_CONTAINER),
+        NodeKind::Ttl { ttl_ms } => {
+            out.push(KIND_TTL);
+            ttl_ms.write_to(out);
+        }
+    }
+}
+
+fn decode_node(reader: &mut Reader<'_>) -> Result<(String, Node), SnapshotError> {
+    let path = String::read_from(reader)?;
+    let data = Option::<Vec<u8>>::read_from(reader)?.map(Arc::from);
+    let acl = Arc::new(Vec::<Acl>::read_from(reader)?);
+    let czxid = i64::read_from(reader)?;
+    let mzxid = i64::read_from(reader)?;
+    let ctime_ms = i64::read_from(reader)?;
+    let mtime_ms = i64::read_from(reader)?;
+    let pzxid = i64::read_from(reader)?;
+    let version = i32::read_from(reader)?;
+    let aversion = i32::read_from(reader)?;
+    let child_creations = i32::read_from(reader)?;
+    let kind = match reader.take(1)?[0] {
+        KIND_PERSISTENT => NodeKind::Persistent,
+        KIND_EPHEMERAL => NodeKind::Ephemeral { owner_session_id: i64::read_from(reader)? },
+        KIND_CONTAINER => NodeKind::Container,
+        KIND_TTL => NodeKind::Ttl { ttl_ms: i64::read_from(reader)? },
+        tag => return Err(inconsistent(format!("{path}: unknown node kind {tag}"))),
+    };
+    let children = OrdSet::new();
+    let node = Node { data, acl, kind, czxid, mzxid, ctime_ms, mtime_ms, version, aversion, child_creations, pzxid, children };
+    Ok((path, node))
+}

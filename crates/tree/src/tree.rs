@@ -1,0 +1,406 @@
+//! The data tree: state, apply, sessions, the reaper, and the two primitives every mutation goes
+//! through (`insert_node`, `remove_node`) so bookkeeping lives in one place.
+
+use crate::acl;
+use crate::node::{Node, NodeKind};
+use crate::path;
+use crate::{Command, CommandOp, TreeConfig, Zxid};
+use imbl::{GenericHashMap, OrdMap, OrdSet};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+use zoolog_proto::{Acl, ErrorCode, EventType, Id, Response, Stat};
+
+/// Fixed-key hashing: lookups only, never iterated, so the order cannot leak into results.
+pub(crate) type NodeMap = GenericHashMap<String, Node, BuildHasherDefault<DefaultHasher>, imbl::shared_ptr::DefaultSharedPtr>;
+
+pub(crate) const ZOOKEEPER_PATH: &str = "/zookeeper";
+pub(crate) const QUOTA_PATH: &str = "/zookeeper/quota";
+pub(crate) const CONFIG_PATH: &str = "/zookeeper/config";
+
+/// Nodes no client may delete.
+pub(crate) fn is_protected(path: &str) -> bool {
+    matches!(path, "/" | ZOOKEEPER_PATH | QUOTA_PATH | CONFIG_PATH)
+}
+
+/// A live session as the log knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub timeout_ms: i32,
+    pub password: Vec<u8>,
+    pub(crate) ephemerals: OrdSet<String>,
+}
+
+impl SessionInfo {
+    /// Paths of the ephemeral nodes this session owns, sorted.
+    pub fn ephemeral_paths(&self) -> impl Iterator<Item = &str> {
+        self.ephemerals.iter().map(String::as_str)
+    }
+}
+
+/// The two server-side watch tables of §8.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    Data,
+    Child,
+}
+
+/// Watches a read leaves behind. Data = getData/exists one-shot, Child = getChildren one-shot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchKind {
+    Data,
+    Child,
+    Persistent,
+    PersistentRecursive,
+}
+
+/// One trigger call of §8.3/§8.4, in the order the registry must process them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    pub table: Table,
+    pub path: String,
+    pub event: EventType,
+    /// The ACL that gates delivery (§8.7). Empty when the tree runs with skip_acl, since an empty
+    /// ACL admits every reader.
+    pub acl: Arc<Vec<Acl>>,
+}
+
+/// What applying one command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub outcome: Outcome,
+    pub triggers: Vec<Trigger>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The reply for the origin session's write.
+    Reply(Result<Response, ErrorCode>),
+    SessionCreated { session_id: i64, timeout_ms: i32, password: Vec<u8> },
+    SessionClosed,
+    Reaped,
+}
+
+/// A read's answer and the watch to register with it, taken at the same point of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    pub result: Result<Response, ErrorCode>,
+    pub watch: Option<(String, WatchKind)>,
+}
+
+/// The state one entry is applied with: its zxid, time, origin and collected triggers.
+pub(crate) struct Txn<'a> {
+    pub zxid: Zxid,
+    pub time_ms: i64,
+    pub session_id: i64,
+    pub identities: &'a [Id],
+    pub triggers: Vec<Trigger>,
+}
+
+#[derive(Clone)]
+pub struct DataTree {
+    pub(crate) config: Arc<TreeConfig>,
+    pub(crate) nodes: NodeMap,
+    pub(crate) sessions: OrdMap<i64, SessionInfo>,
+    /// Real paths with a `zookeeper_limits` node under /zookeeper/quota.
+    pub(crate) quota_roots: OrdSet<String>,
+    /// Containers and TTL nodes: what the reaper looks at.
+    pub(crate) reapable_kinds: OrdSet<String>,
+    pub(crate) last_applied_zxid: Zxid,
+    /// Sum of path and data lengths, as ZooKeeper's approximate data size.
+    pub(crate) data_bytes: u64,
+    pub(crate) ephemeral_count: usize,
+}
+
+impl std::fmt::Debug for DataTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataTree")
+            .field("last_applied_zxid", &self.last_applied_zxid)
+            .field("node_count", &self.nodes.len())
+            .field("session_count", &self.sessions.len())
+            .finish()
+    }
+}
+
+/// Session ids put the server id in the top byte and the creating zxid in the other 56 bits.
+const SESSION_ZXID_BITS: u32 = 56;
+
+impl DataTree {
+    /// A fresh tree holding exactly the built-in nodes of §11.5.
+    pub fn new(config: TreeConfig) -> Self {
+        let mut tree = DataTree::empty(config);
+        let open = Arc::new(acl::open_acl_unsafe());
+        tree.insert_built_in("/", Node::built_in(open.clone()));
+        tree.insert_built_in(ZOOKEEPER_PATH, Node::built_in(open.clone()));
+        tree.insert_built_in(QUOTA_PATH, Node::built_in(open));
+        // Installed "with version −1" by ZooKeeper, hence aversion −1.
+        let config_node = Node { aversion: -1, ..Node::built_in(Arc::new(acl::read_acl_unsafe())) };
+        tree.insert_built_in(CONFIG_PATH, config_node);
+        tree
+    }
+
+    pub(crate) fn empty(config: TreeConfig) -> Self {
+        DataTree {
+            config: Arc::new(config),
+            nodes: NodeMap::default(),
+            sessions: OrdMap::new(),
+            quota_roots: OrdSet::new(),
+            reapable_kinds: OrdSet::new(),
+            last_applied_zxid: 0,
+            data_bytes: 0,
+            ephemeral_count: 0,
+        }
+    }
+
+    /// Built-in children are linked without advancing the parent's counter C, which is why a
+    /// fresh root reports cversion −1 and /zookeeper −2 (§11.4).
+    fn insert_built_in(&mut self, path: &str, node: Node) {
+        self.link_node(path, node);
+    }
+
+    pub fn config(&self) -> &TreeConfig {
+        &self.config
+    }
+
+    pub fn last_applied_zxid(&self) -> Zxid {
+        self.last_applied_zxid
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn approximate_data_bytes(&self) -> u64 {
+        self.data_bytes
+    }
+
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemeral_count
+    }
+
+    pub fn session(&self, session_id: i64) -> Option<&SessionInfo> {
+        self.sessions.get(&session_id)
+    }
+
+    /// Every live session, in id order.
+    pub fn sessions(&self) -> impl Iterator<Item = (i64, &SessionInfo)> {
+        self.sessions.iter().map(|(id, info)| (*id, info))
+    }
+
+    /// The Stat of a node, as a client would see it.
+    pub fn stat(&self, path: &str) -> Option<Stat> {
+        self.nodes.get(path).map(Node::stat)
+    }
+
+    /// A node's data (`None` inside for null data), stat and children, for inspection and tests.
+    pub fn node(&self, path: &str) -> Option<(Option<Vec<u8>>, Stat, Vec<String>)> {
+        self.nodes.get(path).map(|node| (node.data_vec(), node.stat(), node.child_names()))
+    }
+
+    /// Applies the committed entry at `zxid`. Every replica gets the same result from the same log.
+    pub fn apply(&mut self, zxid: Zxid, command: &Command) -> Applied {
+        assert!(zxid > self.last_applied_zxid, "zxid {zxid} applied after {}", self.last_applied_zxid);
+        self.last_applied_zxid = zxid;
+        let identities: &[Id] = match &command.op {
+            CommandOp::Write { identities, .. } => identities,
+            _ => &[],
+        };
+        let mut txn = Txn { zxid, time_ms: command.time_ms, session_id: command.session_id, identities, triggers: Vec::new() };
+        let outcome = match &command.op {
+            CommandOp::CreateSession { timeout_ms, password } => self.create_session(zxid, *timeout_ms, password),
+            CommandOp::CloseSession => {
+                self.close_session(&mut txn);
+                Outcome::SessionClosed
+            }
+            CommandOp::Write { request, .. } => Outcome::Reply(self.write(&mut txn, request)),
+            CommandOp::Reap { path } => {
+                if self.is_reapable(path, command.time_ms) {
+                    self.remove_node(path, &mut txn);
+                }
+                Outcome::Reaped
+            }
+        };
+        Applied { outcome, triggers: txn.triggers }
+    }
+
+    fn create_session(&mut self, zxid: Zxid, timeout_ms: i32, password: &[u8]) -> Outcome {
+        assert!(zxid >> SESSION_ZXID_BITS == 0, "zxid {zxid} does not fit the 56 bits of a session id");
+        let session_id = (i64::from(self.config.server_id) << SESSION_ZXID_BITS) | zxid;
+        let info = SessionInfo { timeout_ms, password: password.to_vec(), ephemerals: OrdSet::new() };
+        let previous = self.sessions.insert(session_id, info);
+        assert!(previous.is_none(), "session id {session_id:#x} assigned twice");
+        Outcome::SessionCreated { session_id, timeout_ms, password: password.to_vec() }
+    }
+
+    fn close_session(&mut self, txn: &mut Txn<'_>) {
+        let Some(session) = self.sessions.get(&txn.session_id) else { return };
+        for path in session.ephemerals.clone() {
+            let node = &self.nodes[&path];
+            assert!(node.children.is_empty(), "ephemeral {path} has children");
+            self.remove_node(&path, txn);
+        }
+        let session = self.sessions.remove(&txn.session_id).expect("present above");
+        assert!(session.ephemerals.is_empty(), "session closed with ephemerals left");
+    }
+
+    /// SESSIONEXPIRED unless the session is live at this point of the log.
+    pub(crate) fn check_session(&self, session_id: i64) -> Result<(), ErrorCode> {
+        if self.sessions.contains_key(&session_id) {
+            Ok(())
+        } else {
+            Err(ErrorCode::SessionExpired)
+        }
+    }
+
+    /// Whether the reaper may delete `path` at `now_ms`: an empty container that was used (or
+    /// never used for too long), or a childless TTL node unmodified for longer than its TTL.
+    fn is_reapable(&self, path: &str, now_ms: i64) -> bool {
+        let Some(node) = self.nodes.get(path) else { return false };
+        if !node.children.is_empty() {
+            return false;
+        }
+        let idle_ms = now_ms.saturating_sub(node.mtime_ms);
+        match node.kind {
+            NodeKind::Container if node.child_creations > 0 => true,
+            NodeKind::Container => {
+                let never_used_ms = self.config.container_never_used_ms;
+                node.child_creations == 0 && never_used_ms > 0 && idle_ms > never_used_ms
+            }
+            NodeKind::Ttl { ttl_ms } => idle_ms > ttl_ms,
+            NodeKind::Persistent | NodeKind::Ephemeral { .. } => false,
+        }
+    }
+
+    /// Containers and TTL nodes a `Reap` command would delete at `now_ms`, in path order.
+    pub fn reap_candidates(&self, now_ms: i64, limit: usize) -> Vec<String> {
+        self.reapable_kinds.iter().filter(|path| self.is_reapable(path, now_ms)).take(limit).cloned().collect()
+    }
+
+    /// The ACL to attach to a trigger: empty (admits all) when ACLs are skipped.
+    fn trigger_acl(&self, acl: &Arc<Vec<Acl>>) -> Arc<Vec<Acl>> {
+        if self.config.skip_acl {
+            Arc::new(Vec::new())
+        } else {
+            acl.clone()
+        }
+    }
+
+    fn push_trigger(&self, txn: &mut Txn<'_>, table: Table, path: &str, event: EventType, acl: &Arc<Vec<Acl>>) {
+        txn.triggers.push(Trigger { table, path: path.to_owned(), event, acl: self.trigger_acl(acl) });
+    }
+
+    /// Links a node under its parent without touching the parent's Stat (snapshots, built-ins).
+    pub(crate) fn link_node(&mut self, path: &str, node: Node) {
+        if path != "/" {
+            let parent_path = path::parent_of(path).expect("absolute path");
+            let parent = self.nodes.get_mut(parent_path).expect("parent exists");
+            let inserted = parent.children.insert(Arc::from(path::name_of(path))).is_none();
+            assert!(inserted, "{path} linked twice");
+        }
+        self.data_bytes += (path.len() + node.data_length()) as u64;
+        match node.kind {
+            NodeKind::Ephemeral { owner_session_id } => {
+                let session = self.sessions.get_mut(&owner_session_id).expect("ephemeral owner is live");
+                session.ephemerals.insert(path.to_owned());
+                self.ephemeral_count += 1;
+            }
+            NodeKind::Container | NodeKind::Ttl { .. } => {
+                self.reapable_kinds.insert(path.to_owned());
+            }
+            NodeKind::Persistent => {}
+        }
+        self.note_quota_node_created(path);
+        let previous = self.nodes.insert(path.to_owned(), node);
+        assert!(previous.is_none(), "{path} inserted twice");
+    }
+
+    /// A client-visible create: links the node, advances the parent's counter and pzxid, keeps
+    /// quota stats, and fires NodeCreated then the parent's NodeChildrenChanged.
+    pub(crate) fn insert_node(&mut self, path: &str, node: Node, txn: &mut Txn<'_>) {
+        let parent_path = path::parent_of(path).expect("absolute path");
+        let data_length = node.data_length() as i64;
+        let acl = node.acl.clone();
+        self.link_node(path, node);
+        let parent = self.nodes.get_mut(parent_path).expect("parent exists");
+        parent.child_creations = parent.child_creations.wrapping_add(1);
+        parent.pzxid = txn.zxid;
+        let parent_acl = parent.acl.clone();
+        // ZooKeeper's order: a new stats node is filled first, then the enclosing quota counts it.
+        self.recompute_quota_stats_if_stats_node(path);
+        self.note_quota_change(path, 1, data_length);
+        self.push_trigger(txn, Table::Data, path, EventType::NodeCreated, &acl);
+        self.push_trigger(txn, Table::Child, parent_path, EventType::NodeChildrenChanged, &parent_acl);
+    }
+
+    /// Deletes a childless node with every side effect of §8.4 and §12.3.
+    pub(crate) fn remove_node(&mut self, path: &str, txn: &mut Txn<'_>) {
+        let node = self.nodes.remove(path).expect("removed node exists");
+        assert!(node.children.is_empty(), "{path} removed with children");
+        let parent_path = path::parent_of(path).expect("absolute path");
+        let parent = self.nodes.get_mut(parent_path).expect("parent exists");
+        let removed = parent.children.remove(path::name_of(path)).is_some();
+        assert!(removed, "{path} missing from its parent's children");
+        parent.pzxid = txn.zxid;
+        let parent_acl = parent.acl.clone();
+        self.data_bytes -= (path.len() + node.data_length()) as u64;
+        match node.kind {
+            NodeKind::Ephemeral { owner_session_id } => {
+                let session = self.sessions.get_mut(&owner_session_id).expect("ephemeral owner is live");
+                assert!(session.ephemerals.remove(path).is_some(), "{path} missing from its session");
+                self.ephemeral_count -= 1;
+            }
+            NodeKind::Container | NodeKind::Ttl { .. } => {
+                self.reapable_kinds.remove(path);
+            }
+            NodeKind::Persistent => {}
+        }
+        self.note_quota_node_removed(path);
+        self.note_quota_change(path, -1, -(node.data_length() as i64));
+        self.push_trigger(txn, Table::Data, path, EventType::NodeDeleted, &node.acl);
+        self.push_trigger(txn, Table::Child, path, EventType::NodeDeleted, &node.acl);
+        self.push_trigger(txn, Table::Child, parent_path, EventType::NodeChildrenChanged, &parent_acl);
+    }
+
+    /// Replaces a node's data as setData does (version, mzxid, mtime) and fires NodeDataChanged.
+    pub(crate) fn set_node_data(&mut self, path: &str, data: Option<Arc<[u8]>>, txn: &mut Txn<'_>) -> Stat {
+        let node = self.nodes.get_mut(path).expect("node exists");
+        let bytes_diff = data.as_ref().map_or(0, |d| d.len()) as i64 - node.data_length() as i64;
+        node.data = data;
+        node.version = node.version.wrapping_add(1);
+        node.mzxid = txn.zxid;
+        node.mtime_ms = txn.time_ms;
+        let (stat, acl) = (node.stat(), node.acl.clone());
+        self.data_bytes = self.data_bytes.checked_add_signed(bytes_diff).expect("data bytes stay non-negative");
+        self.note_quota_change(path, 0, bytes_diff);
+        self.push_trigger(txn, Table::Data, path, EventType::NodeDataChanged, &acl);
+        stat
+    }
+
+    /// Rewrites data in place, leaving version and mzxid alone (quota stats nodes, §12.3).
+    pub(crate) fn overwrite_data_in_place(&mut self, path: &str, data: Vec<u8>) {
+        let Some(node) = self.nodes.get_mut(path) else { return };
+        let old_length = node.data_length() as u64;
+        let new_length = data.len() as u64;
+        node.data = Some(Arc::from(data));
+        self.data_bytes = self.data_bytes - old_length + new_length;
+    }
+}
+
+impl Node {
+    fn built_in(acl: Arc<Vec<Acl>>) -> Node {
+        Node {
+            data: Some(Arc::from(Vec::new())),
+            acl,
+            kind: NodeKind::Persistent,
+            czxid: 0,
+            mzxid: 0,
+            ctime_ms: 0,
+            mtime_ms: 0,
+            version: 0,
+            aversion: 0,
+            child_creations: 0,
+            pzxid: 0,
+            children: OrdSet::new(),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Client writes (§5.1, §5.2, §5.5, §5.7, §9.3): each check in ZooKeeper's order, the first
+//! failure deciding the error code, and nothing mutated before every check has passed.
+
+use crate::acl;
+use crate::node::{Node, NodeKind};
+use crate::path;
+use crate::tree::{is_protected, DataTree, Txn};
+use imbl::OrdSet;
+use std::sync::Arc;
+use zoolog_proto::codes::perms;
+use zoolog_proto::request::allowed_in_multi;
+use zoolog_proto::{
+    Acl, CheckVersionRequest, Create2Response, CreateMode, CreateRequest, CreateResponse, CreateTtlRequest, Data,
+    DeleteRequest, ErrorCode, MultiResult, OpCode, Request, Response, SetAclRequest, SetDataRequest, StatResponse,
+};
+
+/// Largest TTL ZooKeeper can encode: 40 bits of milliseconds.
+const TTL_MS_MAX: i64 = (1 << 40) - 1;
+
+/// The fields every create opcode carries; `ttl_ms` is −1 unless the opcode was createTTL.
+struct CreateArgs<'a> {
+    path: &'a str,
+    data: &'a Data,
+    acl: Option<&'a [Acl]>,
+    flags: i32,
+    ttl_ms: i64,
+}
+
+impl<'a> CreateArgs<'a> {
+    fn plain(request: &'a CreateRequest) -> Self {
+        CreateArgs { path: &request.path, data: &request.data, acl: request.acl.as_deref(), flags: request.flags, ttl_ms: -1 }
+    }
+
+    fn ttl(request: &'a CreateTtlRequest) -> Self {
+        let CreateTtlRequest { path, data, acl, flags, ttl } = request;
+        CreateArgs { path, data, acl: acl.as_deref(), flags: *flags, ttl_ms: *ttl }
+    }
+}
+
+/// BADVERSION unless `expected` is −1 (any) or equals `current`.
+fn check_version(current: i32, expected: i32) -> Result<(), ErrorCode> {
+    if expected == -1 || expected == current {
+        Ok(())
+    } else {
+        Err(ErrorCode::BadVersion)
+    }
+}
+
+fn data_length(data: &Data) -> i64 {
+    data.as_ref().map_or(0, Vec::len) as i64
+}
+
+impl DataTree {
+    /// One client write request, multi included.
+    pub(crate) fn write(&mut self, txn: &mut Txn<'_>, request: &Request) -> Result<Response, ErrorCode> {
+        match request {
+            Request::Multi(ops) => self.multi(txn, ops),
+            // check is only meaningful inside a multi.
+            Request::Check(_) => Err(ErrorCode::Unimplemented),
+            Request::Reconfig(_) => Err(ErrorCode::ReconfigDisabled),
+            op => self.write_op(txn, op),
+        }
+    }
+
+    fn write_op(&mut self, txn: &mut Txn<'_>, request: &Request) -> Result<Response, ErrorCode> {
+        match request {
+            Request::Create(r) => self.create(txn, CreateArgs::plain(r)).map(Response::Create),
+            Request::Create2(r) | Request::CreateContainer(r) => self.create2(txn, CreateArgs::plain(r)),
+            Request::CreateTtl(r) => self.create2(txn, CreateArgs::ttl(r)),
+            Request::Delete(r) => self.delete(txn, r).map(|()| Response::Empty),
+            Request::DeleteContainer(r) => self.delete_container(txn, &r.path).map(|()| Response::Empty),
+            Request::SetData(r) => self.set_data(txn, r).map(|stat| Response::Stat(StatResponse { stat })),
+            Request::SetAcl(r) => self.set_acl(txn, r).map(|stat| Response::Stat(StatResponse { stat })),
+            Request::Check(r) => self.check(txn, r).map(|()| Response::Empty),
+            _ => Err(ErrorCode::Unimplemented),
+        }
+    }
+
+    fn create2(&mut self, txn: &mut Txn<'_>, args: CreateArgs<'_>) -> Result<Response, ErrorCode> {
+        let CreateResponse { path } = self.create(txn, args)?;
+        let stat = self.nodes[&path].stat();
+        Ok(Response::Create2(Create2Response { path, stat }))
+    }
+
+    /// §5.1, checks 0–12 in order.
+    fn create(&mut self, txn: &mut Txn<'_>, args: CreateArgs<'_>) -> Result<CreateResponse, ErrorCode> {
+        let mode = CreateMode::from_i32(args.flags).ok_or(ErrorCode::BadArguments)?;
+        if mode.is_ttl() && !self.config.extended_types_enabled {
+            return Err(ErrorCode::Unimplemented);
+        }
+        let ttl_is_valid = if mode.is_ttl() { args.ttl_ms > 0 && args.ttl_ms <= TTL_MS_MAX } else { args.ttl_ms < 0 };
+        if !ttl_is_valid {
+            return Err(ErrorCode::BadArguments);
+        }
+        self.check_session(txn.session_id)?;
+        let parent_path = path::parent_of(args.path).filter(|_| !args.path.contains('\0')).ok_or(ErrorCode::BadArguments)?;
+        let acl = acl::fix_up(args.acl, txn.identities)?;
+        let parent = self.nodes.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        self.require(&parent.acl, perms::CREATE, txn.identities)?;
+        let path = if mode.is_sequential() {
+            format!("{}{:010}", args.path, parent.child_creations)
+        } else {
+            args.path.to_owned()
+        };
+        if !path::is_valid(&path) {
+            return Err(ErrorCode::BadArguments);
+        }
+        if self.nodes.contains_key(&path) {
+            return Err(ErrorCode::NodeExists);
+        }
+        if parent.is_session_ephemeral() {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        self.check_quota(&path, 1, data_length(args.data))?;
+        assert_eq!(path::parent_of(&path), Some(parent_path), "a sequence suffix never adds a segment");
+        let kind = match mode {
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential => NodeKind::Ephemeral { owner_session_id: txn.session_id },
+            CreateMode::Container => NodeKind::Container,
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl => NodeKind::Ttl { ttl_ms: args.ttl_ms },
+            CreateMode::Persistent | CreateMode::PersistentSequential => NodeKind::Persistent,
+        };
+        // Children usually share their parent's ACL; sharing the list keeps memory per node small.
+        let acl = if *parent.acl == acl { parent.acl.clone() } else { Arc::new(acl) };
+        let node = Node {
+            data: args.data.as_deref().map(Arc::from),
+            acl,
+            kind,
+            czxid: txn.zxid,
+            mzxid: txn.zxid,
+            ctime_ms: txn.time_ms,
+            mtime_ms: txn.time_ms,
+            version: 0,
+            aversion: 0,
+            child_creations: 0,
+            pzxid: txn.zxid,
+            children: OrdSet::new(),
+        };
+        self.insert_node(&path, node, txn);
+        Ok(CreateResponse { path })
+    }
+
+    /// §5.2.
+    fn delete(&mut self, txn: &mut Txn<'_>, request: &DeleteRequest) -> Result<(), ErrorCode> {
+        self.check_session(txn.session_id)?;
+        let parent_path = deletable_parent(&request.path)?;
+        let parent = self.nodes.get(parent_path).ok_or(ErrorCode::NoNode)?;
+        self.require(&parent.acl, perms::DELETE, txn.identities)?;
+        let node = self.nodes.get(&request.path).ok_or(ErrorCode::NoNode)?;
+        check_version(node.version, request.version)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        self.remove_node(&request.path, txn);
+        Ok(())
+    }
+
+    /// deleteContainer (20): ZooKeeper's reaper op, reachable by clients; no session or ACL
+    /// check, and BADVERSION for a session ephemeral (its quirk).
+    fn delete_container(&mut self, txn: &mut Txn<'_>, path: &str) -> Result<(), ErrorCode> {
+        deletable_parent(path)?;
+        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
+        if !node.children.is_empty() {
+            return Err(ErrorCode::NotEmpty);
+        }
+        if node.is_session_ephemeral() {
+            return Err(ErrorCode::BadVersion);
+        }
+        self.remove_node(path, txn);
+        Ok(())
+    }
+
+    /// §5.5.
+    fn set_data(&mut self, txn: &mut Txn<'_>, request: &SetDataRequest) -> Result<zoolog_proto::Stat, ErrorCode> {
+        self.check_session(txn.session_id)?;
+        let node = self.existing_valid_path(&request.path)?;
+        self.require(&node.acl, perms::WRITE, txn.identities)?;
+        self.check_quota(&request.path, 0, data_length(&request.data) - node.data_length() as i64)?;
+        check_version(node.version, request.version)?;
+        Ok(self.set_node_data(&request.path, request.data.as_deref().map(Arc::from), txn))
+    }
+
+    /// §5.7: bumps aversion only, fires nothing.
+    fn set_acl(&mut self, txn: &mut Txn<'_>, request: &SetAclRequest) -> Result<zoolog_proto::Stat, ErrorCode> {
+        self.check_session(txn.session_id)?;
+        if !path::is_valid(&request.path) {
+            return Err(ErrorCode::BadArguments);
+        }
+        let acl = acl::fix_up(request.acl.as_deref(), txn.identities)?;
+        let node = self.nodes.get(&request.path).ok_or(ErrorCode::NoNode)?;
+        self.require(&node.acl, perms::ADMIN, txn.identities)?;
+        check_version(node.aversion, request.version)?;
+        let node = self.nodes.get_mut(&request.path).expect("checked above");
+        node.acl = Arc::new(acl);
+        node.aversion = node.aversion.wrapping_add(1);
+        Ok(node.stat())
+    }
+
+    /// §9.3 check: exists, READ, version.
+    fn check(&mut self, txn: &mut Txn<'_>, request: &CheckVersionRequest) -> Result<(), ErrorCode> {
+        self.check_session(txn.session_id)?;
+        let node = self.existing_valid_path(&request.path)?;
+        self.require(&node.acl, perms::READ, txn.identities)?;
+        check_version(node.version, request.version)
+    }
+
+    fn existing_valid_path(&self, path: &str) -> Result<&Node, ErrorCode> {
+        if !path::is_valid(path) {
+            return Err(ErrorCode::BadArguments);
+        }
+        self.nodes.get(path).ok_or(ErrorCode::NoNode)
+    }
+
+    /// NOAUTH unless the caller holds one of `wanted_perms` on `acl`.
+    pub(crate) fn require(&self, acl: &[Acl], wanted_perms: i32, identities: &[zoolog_proto::Id]) -> Result<(), ErrorCode> {
+        if acl::is_permitted(acl, identities, wanted_perms, self.config.skip_acl) {
+            Ok(())
+        } else {
+            Err(ErrorCode::NoAuth)
+        }
+    }
+
+    /// §9.3: ops run in order on a clone (O(1) with persistent maps), each seeing the ones
+    /// before; the clone replaces the tree only if all succeed. One zxid and time for all.
+    fn multi(&mut self, txn: &mut Txn<'_>, ops: &[Request]) -> Result<Response, ErrorCode> {
+        if !ops.iter().all(|op| allowed_in_multi(OpCode::Multi, op.opcode())) {
+            return Err(ErrorCode::MarshallingError);
+        }
+        let mut attempt = self.clone();
+        let triggers_before = txn.triggers.len();
+        let mut results = Vec::with_capacity(ops.len());
+        for (index, op) in ops.iter().enumerate() {
+            match attempt.write_op(txn, op) {
+                Ok(response) => results.push(multi_result(op, response)),
+                Err(code) => {
+                    txn.triggers.truncate(triggers_before);
+                    return Ok(Response::Multi(failed_multi_results(ops.len(), index, code)));
+                }
+            }
+        }
+        *self = attempt;
+        Ok(Response::Multi(results))
+    }
+}
+
+/// The parent of a path a client may delete: BADARGUMENTS for paths without '/', with NUL, or
+/// naming a built-in node.
+fn deletable_parent(path: &str) -> Result<&str, ErrorCode> {
+    path::parent_of(path).filter(|_| !path.contains('\0') && !is_protected(path)).ok_or(ErrorCode::BadArguments)
+}
+
+/// A successful op's entry in the multi reply; create2, createContainer and createTTL all
+/// report as Create2.
+fn multi_result(op: &Request, response: Response) -> MultiResult {
+    match (op, response) {
+        (_, Response::Create(created)) => MultiResult::Create(created),
+        (_, Response::Create2(created)) => MultiResult::Create2(created),
+        (_, Response::Stat(stat)) => MultiResult::SetData(stat),
+        (Request::Check(_), Response::Empty) => MultiResult::Check,
+        (Request::Delete(_), Response::Empty) => MultiResult::Delete,
+        (op, response) => unreachable!("{:?} answered {response:?} inside a multi", op.opcode()),
+    }
+}
+
+/// A failed multi's results: 0 for ops before the failure, its code, −2 for the rest.
+fn failed_multi_results(op_count: usize, failed_index: usize, code: ErrorCode) -> Vec<MultiResult> {
+    (0..op_count)
+        .map(|index| match index.cmp(&failed_index) {
+            std::cmp::Ordering::Less => MultiResult::Error(ErrorCode::Ok),
+            std::cmp::Ordering::Equal => MultiResult::Error(code),
+            std::cmp::Ordering::Greater => MultiResult::Error(ErrorCode::RuntimeInconsistency),
+        })
+        .collect()
+}
