@@ -1,0 +1,194 @@
+"""kazoo end-to-end: sync, server_version() and the four-letter words kazoo's command() sends
+(fact sheet §5.9, §13, appendix). Output is checked for the shapes tools parse, not byte for byte."""
+import re
+
+import pytest
+
+from test_kazoo_support import (  # noqa: F401  (fixtures)
+    EventRecorder,
+    base,
+    make_zk_factory,
+    shared_server,
+    wait_for,
+    zk,
+)
+
+zk_factory = make_zk_factory("shared_server")
+
+
+def mntr(server):
+    lines = server.four_letter("mntr").splitlines()
+    pairs = [line.split("\t") for line in lines]
+    assert all(len(p) == 2 for p in pairs), lines
+    return pairs
+
+
+def mntr_value(server, key):
+    return dict(mntr(server))[key]
+
+
+def wchs(server):
+    text = server.four_letter("wchs")
+    match = re.fullmatch(r"(\d+) connections watching (\d+) paths\nTotal watches:(\d+)\n?", text)
+    assert match, text
+    return tuple(int(g) for g in match.groups())
+
+
+def test_sync_returns_the_path_and_a_synced_reader_sees_prior_writes(zk_factory, base):
+    writer, reader = zk_factory(), zk_factory()
+    writer.create(base, b"v0")
+    writer.set(base, b"v1")
+    assert reader.sync(base) == base
+    assert reader.get(base)[0] == b"v1"
+
+
+def test_sync_on_a_missing_path_still_answers(zk, base):
+    assert zk.sync(base + "/nowhere") == base + "/nowhere"
+
+
+def test_server_version_is_parsed_by_kazoo_from_envi(zk):
+    version = zk.server_version()
+    assert len(version) >= 3 and all(isinstance(part, int) for part in version)
+    assert (3, 6) <= version < (4,)
+
+
+def test_ruok_answers_imok(zk, shared_server):
+    assert zk.command(b"ruok") == "imok"
+    assert shared_server.four_letter("ruok") == "imok"
+
+
+def test_isro_answers_rw_on_a_writable_server(zk):
+    assert zk.command(b"isro") == "rw"
+
+
+def test_srvr_lists_version_counters_zxid_mode_and_node_count(zk, shared_server, base):
+    before = zk.command(b"srvr")
+    _, stat = zk.create(base, include_data=True)
+    text = zk.command(b"srvr")
+    lines = text.splitlines()
+    assert re.match(r"Zookeeper version: \d+\.\d+\.\d+", lines[0])
+    keys = [line.split(":")[0] for line in lines[1:] if line]
+    assert keys == ["Latency min/avg/max", "Received", "Sent", "Connections", "Outstanding", "Zxid", "Mode",
+                    "Node count"]
+    assert re.search(r"^Latency min/avg/max: \d+/[\d.]+/\d+$", text, re.M)
+    assert "Mode: standalone" in lines
+    assert f"Zxid: 0x{stat.czxid:x}" in lines  # our create is the server's latest transaction
+    count = lambda t: int(re.search(r"^Node count: (\d+)$", t, re.M).group(1))  # noqa: E731
+    assert count(text) == count(before) + 1
+
+
+def test_stat_lists_the_connected_clients(zk, shared_server):
+    local_port = zk._connection._socket.getsockname()[1]
+    text = shared_server.four_letter("stat")
+    lines = text.splitlines()
+    assert re.match(r"Zookeeper version: \d+\.\d+\.\d+", lines[0])
+    assert lines[1] == "Clients:"
+    assert any(line.startswith(f" /127.0.0.1:{local_port}[") for line in lines)
+    assert "Mode: standalone" in lines
+    assert re.search(r"^Node count: \d+$", text, re.M)
+
+
+def test_cons_describes_each_session_connection(zk, shared_server):
+    sid = zk.client_id[0]
+    lines = [line for line in shared_server.four_letter("cons").splitlines() if f"sid=0x{sid:x}," in line]
+    assert len(lines) == 1
+    line = lines[0]
+    assert re.match(r" /127\.0\.0\.1:\d+\[[0-9a-f]+\]\(queued=\d+,recved=\d+,sent=\d+,sid=0x[0-9a-f]+,", line)
+    for field in ("lop=", "est=", "to=10000", "lcxid=0x", "lzxid=0x", "lresp=", "llat=", "minlat=", "avglat=",
+                  "maxlat="):
+        assert field in line, field
+
+
+def test_conf_reports_the_effective_configuration(shared_server):
+    conf = dict(line.split("=", 1) for line in shared_server.four_letter("conf").splitlines() if "=" in line)
+    assert conf["clientPort"] == str(shared_server.port)
+    assert conf["tickTime"] == "2000"
+    assert conf["minSessionTimeout"] == "4000"
+    assert conf["maxSessionTimeout"] == "40000"
+    assert conf["maxClientCnxns"] == "0"
+    assert "dataDir" in conf
+
+
+def test_envi_starts_with_environment_and_carries_the_zookeeper_version(zk):
+    lines = zk.command(b"envi").splitlines()
+    assert lines[0] == "Environment:"
+    entries = dict(line.split("=", 1) for line in lines[1:] if line)
+    assert re.match(r"\d+\.\d+\.\d+", entries["zookeeper.version"])
+    assert "host.name" in entries
+
+
+def test_mntr_starts_with_version_and_state_and_counts_nodes_ephemerals_and_watches(zk_factory, shared_server,
+                                                                                   base):
+    pairs = mntr(shared_server)
+    assert pairs[0][0] == "zk_version" and pairs[1] == ["zk_server_state", "standalone"]
+    keys = {k for k, _ in pairs}
+    for key in ("zk_avg_latency", "zk_max_latency", "zk_min_latency", "zk_packets_received", "zk_packets_sent",
+                "zk_num_alive_connections", "zk_outstanding_requests", "zk_znode_count", "zk_watch_count",
+                "zk_ephemerals_count", "zk_approximate_data_size", "zk_open_file_descriptor_count",
+                "zk_max_file_descriptor_count"):
+        assert key in keys, key
+    nodes, ephemerals = int(mntr_value(shared_server, "zk_znode_count")), int(
+        mntr_value(shared_server, "zk_ephemerals_count"))
+    watches = int(mntr_value(shared_server, "zk_watch_count"))
+    client = zk_factory()
+    client.create(base)
+    client.create(base + "/e1", ephemeral=True)
+    client.create(base + "/e2", ephemeral=True)
+    client.get(base, watch=EventRecorder())
+    assert int(mntr_value(shared_server, "zk_znode_count")) == nodes + 3
+    assert int(mntr_value(shared_server, "zk_ephemerals_count")) == ephemerals + 2
+    assert int(mntr_value(shared_server, "zk_watch_count")) == watches + 1
+    client.stop()
+    assert int(mntr_value(shared_server, "zk_ephemerals_count")) == ephemerals
+
+
+def test_wchs_wchc_and_wchp_report_watches_by_connection_and_path(zk_factory, shared_server, base):
+    connections, paths, total = wchs(shared_server)
+    client = zk_factory()
+    client.create(base)
+    client.create(base + "/a")
+    client.get(base, watch=EventRecorder())
+    client.get_children(base, watch=EventRecorder())
+    client.exists(base + "/a", watch=EventRecorder())
+    # wchs summarises the data-watch table only (getData/exists): the child watch is not counted
+    assert wchs(shared_server) == (connections + 1, paths + 2, total + 2)
+
+    sid = f"0x{client.client_id[0]:x}"
+    wchc = shared_server.four_letter("wchc")
+    block = wchc.split(sid + "\n", 1)[1].split("\n0x", 1)[0]
+    assert {line.strip() for line in block.splitlines() if line.startswith("\t")} == {base, base + "/a"}
+
+    wchp = shared_server.four_letter("wchp").splitlines()
+    for path in (base, base + "/a"):
+        index = wchp.index(path)
+        assert wchp[index + 1] == "\t" + sid
+
+
+def test_dump_lists_sessions_with_their_ephemerals(zk, shared_server, base):
+    zk.create(base, ephemeral=True)
+    text = shared_server.four_letter("dump")
+    assert "SessionTracker dump:" in text
+    section = text.split("Sessions with Ephemerals", 1)[1]
+    sid = f"0x{zk.client_id[0]:x}:"
+    owned = section.split(sid, 1)[1].splitlines()[1:]
+    assert "\t" + base in [line for line in owned if line.startswith("\t")]
+
+
+def test_dirs_reports_data_and_log_sizes(shared_server):
+    text = shared_server.four_letter("dirs")
+    assert re.search(r"^datadir_size: \d+$", text, re.M)
+    assert re.search(r"^logdir_size: \d+$", text, re.M)
+
+
+def test_unknown_four_letter_word_just_closes_the_connection(shared_server):
+    assert shared_server.four_letter("zzzz") == ""
+    assert shared_server.four_letter("ruok") == "imok"  # and the server is fine
+
+
+def test_four_letter_words_outside_the_whitelist_are_refused(server_factory):
+    restricted = server_factory("4lw.commands.whitelist=srvr,ruok")
+    assert restricted.four_letter("ruok") == "imok"
+    # ruok answers as soon as the port is open; srvr needs the server to be serving
+    assert "Mode: standalone" in wait_for(lambda: "Mode:" in restricted.four_letter("srvr")
+                                          and restricted.four_letter("srvr"))
+    assert restricted.four_letter("envi").strip() == "envi is not executed because it is not in the whitelist."
