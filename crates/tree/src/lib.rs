@@ -30,7 +30,7 @@ mod write;
 pub use command::{Command, CommandOp};
 pub use snapshot::SnapshotError;
 pub use tree::{Applied, DataTree, Outcome, Read, SessionInfo, Table, Trigger, WatchKind};
-pub use watch::{WatchLists, WatchRegistry};
+pub use watch::{WatchLists, WatchRegistry, WatchSummary};
 
 /// A log position: the zxid clients see.
 pub type Zxid = i64;

@@ -28,14 +28,8 @@ pub(crate) fn is_protected(path: &str) -> bool {
 pub struct SessionInfo {
     pub timeout_ms: i32,
     pub password: Vec<u8>,
-    pub(crate) ephemerals: OrdSet<String>,
-}
-
-impl SessionInfo {
     /// Paths of the ephemeral nodes this session owns, sorted.
-    pub fn ephemeral_paths(&self) -> impl Iterator<Item = &str> {
-        self.ephemerals.iter().map(String::as_str)
-    }
+    pub ephemerals: OrdSet<String>,
 }
 
 /// The two server-side watch tables of §8.2.

@@ -29,6 +29,17 @@ pub struct WatchLists {
     pub persistent_recursive: Vec<String>,
 }
 
+/// Registry totals (wchs, mntr zk_watch_count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchSummary {
+    /// Connections holding at least one watch.
+    pub connections: usize,
+    /// Distinct watched paths across both tables.
+    pub paths: usize,
+    /// (path, connection) entries in both tables.
+    pub watches: usize,
+}
+
 #[derive(Debug, Default)]
 pub struct WatchRegistry {
     data: WatchTable,
@@ -234,19 +245,14 @@ impl WatchRegistry {
         events
     }
 
-    /// Connections holding at least one watch (wchs).
-    pub fn connection_count(&self) -> usize {
-        self.by_connection.len()
-    }
-
-    /// Distinct watched paths across both tables (wchs).
-    pub fn path_count(&self) -> usize {
-        self.data.keys().chain(self.child.keys().filter(|path| !self.data.contains_key(*path))).count()
-    }
-
-    /// (path, connection) entries in both tables (wchs "Total watches", mntr zk_watch_count).
-    pub fn watch_count(&self) -> usize {
-        self.data.values().chain(self.child.values()).map(BTreeMap::len).sum()
+    /// Totals for wchs and mntr.
+    pub fn summary(&self) -> WatchSummary {
+        let child_only_paths = self.child.keys().filter(|path| !self.data.contains_key(*path)).count();
+        WatchSummary {
+            connections: self.by_connection.len(),
+            paths: self.data.len() + child_only_paths,
+            watches: self.data.values().chain(self.child.values()).map(BTreeMap::len).sum(),
+        }
     }
 
     /// Each connection's watched paths, both sorted (wchc).
