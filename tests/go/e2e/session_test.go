@@ -153,3 +153,34 @@ func TestSessionExpiryRemovesEphemeralsAndReportsStateExpired(t *testing.T) {
 		t.Fatalf("Exists(ephemeral of the expired session) = %v, %v; want false", ok, err)
 	}
 }
+
+// Auth is per connection: go-zk re-sends its AddAuth credentials (with a normal xid) after a
+// reconnect, and the server must accept them so the session keeps its identity.
+func TestDigestAuthIsRestoredAfterReconnect(t *testing.T) {
+	px := newProxy(t, shared.addr)
+	a := connect(t, px.addr(), withSessionTimeout(30*time.Second))
+	check(t, a.AddAuth("digest", []byte("erin:pw")))
+	admin := connect(t, shared.addr)
+	root := testRoot(t, admin)
+	p, err := a.Create(root+"/private", []byte("v"), 0, zk.DigestACL(zk.PermAll, "erin", "pw"))
+	check(t, err)
+	_, _, ch, err := a.GetW(p)
+	check(t, err)
+
+	mark := a.log.mark()
+	px.cutOff()
+	a.log.waitState(t, mark, zk.StateDisconnected)
+	px.restore()
+	a.log.waitState(t, mark, zk.StateHasSession)
+
+	st, err := a.Set(p, []byte("after reconnect"), -1)
+	if err != nil {
+		t.Fatalf("Set on a digest-protected node after reconnect: %v (auth not restored?)", err)
+	}
+	if st.Version != 1 {
+		t.Fatalf("version after Set = %d, want 1", st.Version)
+	}
+	expectEvent(t, ch, zk.EventNodeDataChanged, p)
+	_, _, err = admin.Get(p)
+	wantErr(t, "Get by a session without the digest", err, zk.ErrNoAuth)
+}
