@@ -1,0 +1,1034 @@
+//! Server settings: what `zoolog serve` reads from a TOML file or a ZooKeeper `zoo.cfg`, from
+//! `-Dname=value` arguments and from SERVER_JVMFLAGS, so a ZooKeeper user keeps the files and
+//! scripts they already have.
+//!
+//! Entry point: [`ServerConfig::from_args`]. Precedence, lowest first: [`ServerConfig::default`],
+//! the config file, `-D` tokens of SERVER_JVMFLAGS, `-D` arguments. Settings derived from others
+//! (session timeouts from tickTime, dataLogDir from dataDir) are derived after everything is read.
+//!
+//! # Files
+//!
+//! A file whose name ends in `.toml` is TOML; any other is a Java properties file, as zoo.cfg:
+//! `key=value`, `key: value` or `key value`, `#` and `!` comment lines, backslash line
+//! continuations and escapes; keys and values are trimmed. A later line overrides an earlier one.
+//!
+//! TOML uses the zoo.cfg names. Dotted names may be written flat, quoted or as tables; these
+//! are the same setting (setting one twice is an error):
+//!
+//! ```toml
+//! tickTime = 2000
+//! dataDir = "/var/lib/zoolog"
+//! clientPort = 2181
+//! "4lw.commands.whitelist" = ["srvr", "ruok"]   # or "srvr, ruok", or "*"
+//! autopurge.snapRetainCount = 5                  # or [autopurge] snapRetainCount = 5
+//!
+//! [zookeeper]                                    # system properties may be given too
+//! extendedTypesEnabled = true                    # = zookeeper.extendedTypesEnabled
+//! ```
+//!
+//! Integers, booleans and strings are all accepted where a value is expected (`tickTime = "2000"`).
+//!
+//! # Keys
+//!
+//! | key | field |
+//! |---|---|
+//! | `tickTime` | `tick_ms` (≥ 1) |
+//! | `dataDir`, `dataLogDir` | `data_dir`, `data_log_dir` (relative to the current directory) |
+//! | `clientPort` (0..=65535; 0 picks a free port), `clientPortAddress` (IP or host name) | `client_addr` |
+//! | `minSessionTimeout`, `maxSessionTimeout` (-1: derived) | `session_timeout_min_ms`, `session_timeout_max_ms` |
+//! | `maxClientCnxns` | `connections_per_ip_max` |
+//! | `maxCnxns`, `zookeeper.maxCnxns` | `connections_max` |
+//! | `autopurge.snapRetainCount` (values below 3 become 3) | `snapshots_retained` |
+//! | `autopurge.purgeInterval` | `purge_interval_hours` |
+//! | `snapCount`, `zookeeper.snapCount` (values below 2 become 2) | `entries_per_snapshot` |
+//! | `4lw.commands.whitelist`, `zookeeper.4lw.commands.whitelist` | `four_letter_words` |
+//! | `reconfigEnabled` | `reconfig_enabled` |
+//! | `globalOutstandingLimit`, `zookeeper.globalOutstandingLimit` | `outstanding_requests_per_connection_max` |
+//! | `jute.maxbuffer` | `packet_bytes_max` |
+//! | `zookeeper.DigestAuthenticationProvider.superDigest` | `super_digest` |
+//! | `zookeeper.extendedTypesEnabled`, `zookeeper.enforceQuota` | `extended_types_enabled`, `enforce_quota` |
+//! | `zookeeper.skipACL` (`yes`/`true`) | `skip_acl` |
+//! | `znode.container.checkIntervalMs`, `znode.container.maxNeverUsedIntervalMs` | `container_check_interval_ms`, `container_never_used_ms` |
+//! | `zookeeper.nio.sessionlessCnxnTimeout` | `handshake_timeout_ms` |
+//! | `<dataDir>/myid` (a file, 1..=254) | `server_id` |
+//!
+//! In a file, as in ZooKeeper, a key `k` that is not a zoo.cfg key is read as the system
+//! property `zookeeper.k` (`skipACL=yes`); system property names work as they are. As `-D`
+//! arguments and in SERVER_JVMFLAGS, zoo.cfg keys are accepted besides system properties
+//! (`-DclientPort=2182`, a zoolog extension). Booleans are `true`/`false` (any case). Numbers
+//! are decimal, or hexadecimal with `0x` or `#` (Java's `Integer.decode`). Anything else —
+//! `server.N`, `initLimit`, `syncLimit`, `standaloneEnabled`, `admin.*`, `metricsProvider.*`,
+//! `zookeeper.admin.enableServer`, unknown keys — is ignored with one log line each (a warning
+//! for unknown keys and for security settings zoolog does not enforce, such as `authProvider.*`
+//! or `secureClientPort`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Every setting the standalone server honours, with ZooKeeper's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// tickTime: the unit of session timeouts and of expiry checks.
+    pub tick_ms: u64,
+    /// dataDir: snapshots (and `myid`).
+    pub data_dir: PathBuf,
+    /// dataLogDir: the write-ahead log; defaults to data_dir.
+    pub data_log_dir: PathBuf,
+    /// clientPortAddress:clientPort.
+    pub client_addr: SocketAddr,
+    /// minSessionTimeout; defaults to 2 × tick.
+    pub session_timeout_min_ms: u64,
+    /// maxSessionTimeout; defaults to 20 × tick.
+    pub session_timeout_max_ms: u64,
+    /// maxClientCnxns: connections per client IP; 0 means no limit. Default 60.
+    pub connections_per_ip_max: usize,
+    /// maxCnxns: connections in all; 0 means no limit.
+    pub connections_max: usize,
+    /// Requests a connection may have outstanding before the server stops reading from it.
+    pub outstanding_requests_per_connection_max: usize,
+    /// Bytes queued towards one slow client before its connection is dropped.
+    pub outbound_bytes_per_connection_max: usize,
+    /// jute.maxbuffer: the largest frame accepted.
+    pub packet_bytes_max: usize,
+    /// 4lw.commands.whitelist; `["*"]` enables all. Default: srvr only.
+    pub four_letter_words: Vec<String>,
+    /// autopurge.snapRetainCount (minimum 3).
+    pub snapshots_retained: usize,
+    /// autopurge.purgeInterval in hours; 0 disables the timer.
+    pub purge_interval_hours: u64,
+    /// snapCount: entries between snapshots.
+    pub entries_per_snapshot: u64,
+    /// myid from dataDir (1 in standalone when absent, as ZooKeeper's standalone session ids).
+    pub server_id: u8,
+    /// zookeeper.DigestAuthenticationProvider.superDigest: "super:<base64 sha1>".
+    pub super_digest: Option<String>,
+    /// zookeeper.extendedTypesEnabled: TTL nodes.
+    pub extended_types_enabled: bool,
+    /// zookeeper.enforceQuota.
+    pub enforce_quota: bool,
+    /// zookeeper.skipACL.
+    pub skip_acl: bool,
+    /// znode.container.checkIntervalMs.
+    pub container_check_interval_ms: u64,
+    /// znode.container.maxNeverUsedIntervalMs.
+    pub container_never_used_ms: i64,
+    /// zookeeper.nio.sessionlessCnxnTimeout: time allowed to complete the handshake.
+    pub handshake_timeout_ms: u64,
+    /// reconfigEnabled.
+    pub reconfig_enabled: bool,
+}
+
+impl Default for ServerConfig {
+    /// ZooKeeper's defaults, with zoolog's embedded choices for what ZooKeeper leaves unset:
+    /// tickTime 3000, dataDir `./zoolog-data` (dataLogDir the same), client address
+    /// 127.0.0.1:2181, session timeouts 2 × / 20 × tickTime, maxClientCnxns 60, srvr only.
+    fn default() -> Self {
+        let tick_ms = DEFAULT_TICK_MS;
+        let data_dir = PathBuf::from(DEFAULT_DATA_DIR);
+        ServerConfig {
+            tick_ms,
+            data_log_dir: data_dir.clone(),
+            data_dir,
+            client_addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 2181),
+            session_timeout_min_ms: 2 * tick_ms,
+            session_timeout_max_ms: 20 * tick_ms,
+            connections_per_ip_max: 60,
+            connections_max: 0,
+            outstanding_requests_per_connection_max: 1000,
+            outbound_bytes_per_connection_max: 64 << 20,
+            packet_bytes_max: 0xfffff,
+            four_letter_words: vec!["srvr".to_owned()],
+            snapshots_retained: 3,
+            purge_interval_hours: 0,
+            entries_per_snapshot: 100_000,
+            server_id: 1,
+            super_digest: None,
+            extended_types_enabled: false,
+            enforce_quota: false,
+            skip_acl: false,
+            container_check_interval_ms: 60_000,
+            container_never_used_ms: 300_000,
+            handshake_timeout_ms: 10_000,
+            reconfig_enabled: false,
+        }
+    }
+}
+
+const DEFAULT_TICK_MS: u64 = 3000;
+const DEFAULT_DATA_DIR: &str = "./zoolog-data";
+/// ZooKeeper reads most numeric settings into a Java `int`.
+const INT_MAX: i64 = i32::MAX as i64;
+/// The words Apache ZooKeeper 3.9 knows; others in a whitelist get a warning (and are kept).
+const KNOWN_FOUR_LETTER_WORDS: &[&str] = &[
+    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst", "srvr",
+    "stat", "stmk", "wchc", "wchp", "wchs",
+];
+
+impl ServerConfig {
+    /// Reads the settings for `zoolog serve`; `args` are the arguments after `serve`.
+    ///
+    /// Accepted arguments, in any order:
+    /// - `--config FILE` or `--config=FILE`, or a bare `FILE` (as `zkServer.sh` passes the
+    ///   zoo.cfg path); at most one file;
+    /// - `-Dname=value`: a ZooKeeper system property (see the module documentation); as a
+    ///   zoolog extension, a zoo.cfg key (`-DclientPort=2182`) is accepted too;
+    /// - ZooKeeperServerMain's form `PORT DATADIR [TICKTIME [MAXCLIENTCNXNS]]` instead of a file.
+    ///
+    /// `env_jvm_flags` is the value of SERVER_JVMFLAGS: its `-Dname=value` tokens are read,
+    /// other tokens (`-Xmx1g`, …) are ignored with a log line.
+    ///
+    /// Precedence, lowest first: defaults, the file, SERVER_JVMFLAGS, `-D` arguments.
+    /// Session timeouts not set explicitly are derived from the final tickTime, dataLogDir
+    /// defaults to the final dataDir, and `<dataDir>/myid`, when present, sets `server_id`.
+    ///
+    /// Log lines (ignored keys, adjusted values) go through `tracing`, so a subscriber should be
+    /// installed before this is called.
+    pub fn from_args(args: &[String], env_jvm_flags: Option<&str>) -> Result<ServerConfig, ConfigError> {
+        let parsed = parse_command_line(args)?;
+        let mut b = Builder::new();
+
+        if let Some(path) = &parsed.file {
+            for entry in read_config_file(path)? {
+                let origin = Origin::File { path: path.clone(), line: entry.line };
+                b.apply(&entry.key, &entry.value, &origin, KeySpace::File, entry.array)?;
+            }
+        }
+        if !parsed.positional.is_empty() {
+            // ZooKeeperServerMain: port dataDir [tickTime [maxClientCnxns]].
+            let keys = ["clientPort", "dataDir", "tickTime", "maxClientCnxns"];
+            for (key, value) in keys.iter().zip(&parsed.positional) {
+                b.apply(key, value, &Origin::Argument, KeySpace::File, false)?;
+            }
+        }
+        if let Some(flags) = env_jvm_flags {
+            for token in flags.split_whitespace() {
+                match token.strip_prefix("-D") {
+                    Some(property) => {
+                        let (name, value) = property.split_once('=').unwrap_or((property, ""));
+                        if name.is_empty() {
+                            tracing::warn!("SERVER_JVMFLAGS: {token:?}: no property name; ignored");
+                            continue;
+                        }
+                        b.apply(name, value, &Origin::JvmFlags, KeySpace::SystemProperty, false)?;
+                    }
+                    None => tracing::info!("SERVER_JVMFLAGS: {token:?} is a JVM option; ignored"),
+                }
+            }
+        }
+        for (name, value) in &parsed.properties {
+            b.apply(name, value, &Origin::Argument, KeySpace::SystemProperty, false)?;
+        }
+        b.finish()
+    }
+
+    /// Whether the four-letter word `word` (e.g. `"ruok"`) may be answered: it is in the
+    /// whitelist, or the whitelist holds `*`.
+    pub fn four_letter_word_enabled(&self, word: &str) -> bool {
+        self.four_letter_words.iter().any(|w| w == "*" || w == word)
+    }
+}
+
+/// Where a setting came from, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A line of a config file (1-based; for a continued line, the line where it starts).
+    File { path: PathBuf, line: usize },
+    /// A `-Dname=value` token in SERVER_JVMFLAGS.
+    JvmFlags,
+    /// A command-line argument (`-Dname=value`, or ZooKeeperServerMain's positional form).
+    Argument,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, line } => write!(f, "{}, line {line}", path.display()),
+            Origin::JvmFlags => f.write_str("SERVER_JVMFLAGS"),
+            Origin::Argument => f.write_str("command line"),
+        }
+    }
+}
+
+/// Why the settings could not be read. Every message names where the problem is (file and
+/// line, SERVER_JVMFLAGS or the command line) and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The arguments of `zoolog serve` are malformed.
+    #[error("usage: zoolog serve [--config FILE | FILE] [-Dname=value ...]: {0}")]
+    Usage(String),
+    /// The config file does not exist.
+    #[error("config file {}: not found", .path.display())]
+    NotFound { path: PathBuf },
+    /// The config file exists but cannot be read (permissions, a directory, …).
+    #[error("config file {}: cannot be read: {source}", .path.display())]
+    Unreadable { path: PathBuf, source: io::Error },
+    /// The file is not valid TOML (or holds a malformed `\uXXXX` escape).
+    #[error("{}, line {line}: {message}", .path.display())]
+    Syntax { path: PathBuf, line: usize, message: String },
+    /// A setting has a value that cannot be used.
+    #[error("{origin}: {key}: {reason} (value {value:?})")]
+    Invalid { origin: Origin, key: String, value: String, reason: String },
+    /// minSessionTimeout ended up larger than maxSessionTimeout.
+    #[error("{}", session_timeouts_message(*.min_ms, .min_origin, *.max_ms, .max_origin))]
+    SessionTimeouts { min_ms: u64, min_origin: Option<Origin>, max_ms: u64, max_origin: Option<Origin> },
+    /// `<dataDir>/myid` exists but does not hold a server id.
+    #[error("{}: {reason}", .path.display())]
+    MyId { path: PathBuf, reason: String },
+}
+
+fn session_timeouts_message(min_ms: u64, min_origin: &Option<Origin>, max_ms: u64, max_origin: &Option<Origin>) -> String {
+    let from = |origin: &Option<Origin>, multiple: u32| match origin {
+        Some(origin) => format!("set at {origin}"),
+        None => format!("the default, {multiple} × tickTime"),
+    };
+    format!(
+        "minSessionTimeout ({min_ms} ms, {}) must not be larger than maxSessionTimeout ({max_ms} ms, {})",
+        from(min_origin, 2),
+        from(max_origin, 20)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command line.
+
+#[derive(Default)]
+struct CommandLine {
+    file: Option<PathBuf>,
+    positional: Vec<String>,
+    properties: Vec<(String, String)>,
+}
+
+fn parse_command_line(args: &[String]) -> Result<CommandLine, ConfigError> {
+    let mut out = CommandLine::default();
+    let mut config_flag: Option<PathBuf> = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--config" {
+            let Some(value) = iter.next() else {
+                return Err(ConfigError::Usage("--config needs a file name".into()));
+            };
+            set_config_flag(&mut config_flag, value)?;
+        } else if let Some(value) = arg.strip_prefix("--config=") {
+            set_config_flag(&mut config_flag, value)?;
+        } else if let Some(property) = arg.strip_prefix("-D") {
+            let (name, value) = property.split_once('=').unwrap_or((property, ""));
+            if name.is_empty() {
+                return Err(ConfigError::Usage(format!("{arg:?}: expected -Dname=value")));
+            }
+            out.properties.push((name.to_owned(), value.to_owned()));
+        } else if arg.starts_with('-') && arg.len() > 1 {
+            return Err(ConfigError::Usage(format!("unknown option {arg:?}")));
+        } else {
+            out.positional.push(arg.clone());
+        }
+    }
+    match (config_flag, out.positional.len()) {
+        (Some(file), 0) => out.file = Some(file),
+        (Some(_), _) => {
+            return Err(ConfigError::Usage(format!(
+                "--config given, and also {:?}; give one config file",
+                out.positional.join(" ")
+            )))
+        }
+        (None, 0) => {}
+        (None, 1) => out.file = Some(PathBuf::from(out.positional.pop().expect("one positional"))),
+        (None, 2..=4) => {}
+        (None, _) => {
+            return Err(ConfigError::Usage(format!("too many arguments: {:?}", out.positional.join(" "))));
+        }
+    }
+    Ok(out)
+}
+
+fn set_config_flag(slot: &mut Option<PathBuf>, value: &str) -> Result<(), ConfigError> {
+    if value.is_empty() {
+        return Err(ConfigError::Usage("--config needs a file name".into()));
+    }
+    if slot.is_some() {
+        return Err(ConfigError::Usage("--config given more than once".into()));
+    }
+    *slot = Some(PathBuf::from(value));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files.
+
+/// One `key = value` of a file, in file order.
+struct Entry {
+    key: String,
+    value: String,
+    line: usize,
+    /// A TOML array (only the 4lw whitelist takes one).
+    array: bool,
+}
+
+fn read_config_file(path: &Path) -> Result<Vec<Entry>, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_owned() },
+        _ => ConfigError::Unreadable { path: path.to_owned(), source },
+    })?;
+    let is_toml = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    if is_toml {
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::Unreadable {
+            path: path.to_owned(),
+            source: io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8: {e}")),
+        })?;
+        parse_toml(path, &text)
+    } else {
+        // Java reads properties files as ISO-8859-1; UTF-8 is what people write today.
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => e.into_bytes().iter().map(|&b| b as char).collect(),
+        };
+        parse_properties(path, &text)
+    }
+}
+
+/// Parses a Java properties file as `java.util.Properties.load` does: `#`/`!` comment lines,
+/// `key=value`, `key: value` or `key value`, backslash continuations and escapes. Keys and
+/// values are then trimmed, as ZooKeeper does.
+fn parse_properties(path: &Path, text: &str) -> Result<Vec<Entry>, ConfigError> {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let mut entries = Vec::new();
+    let mut lines = text.split('\n').enumerate();
+    while let Some((index, natural)) = lines.next() {
+        let first = natural.trim_start_matches(is_properties_space);
+        if first.is_empty() || first.starts_with('#') || first.starts_with('!') {
+            continue;
+        }
+        let line = index + 1;
+        let mut logical = String::new();
+        let mut piece = first;
+        loop {
+            let backslashes = piece.len() - piece.trim_end_matches('\\').len();
+            if backslashes % 2 == 1 {
+                logical.push_str(&piece[..piece.len() - 1]);
+                match lines.next() {
+                    Some((_, next)) => piece = next.trim_start_matches(is_properties_space),
+                    None => break,
+                }
+            } else {
+                logical.push_str(piece);
+                break;
+            }
+        }
+        let (raw_key, raw_value) = split_property(&logical);
+        let syntax = |message: String| ConfigError::Syntax { path: path.to_owned(), line, message };
+        let key = unescape_property(raw_key).map_err(syntax)?;
+        let value = unescape_property(raw_value).map_err(syntax)?;
+        entries.push(Entry { key: key.trim().to_owned(), value: value.trim().to_owned(), line, array: false });
+    }
+    Ok(entries)
+}
+
+fn is_properties_space(c: char) -> bool {
+    c == ' ' || c == '\t' || c == '\x0c'
+}
+
+/// Splits a logical line into its raw (still escaped) key and value.
+fn split_property(line: &str) -> (&str, &str) {
+    let mut escaped = false;
+    let mut key_end = line.len();
+    let mut value_start = line.len();
+    let mut has_separator = false;
+    for (i, c) in line.char_indices() {
+        if !escaped && (c == '=' || c == ':') {
+            key_end = i;
+            value_start = i + 1;
+            has_separator = true;
+            break;
+        }
+        if !escaped && is_properties_space(c) {
+            key_end = i;
+            value_start = i + 1;
+            break;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    let mut rest = &line[value_start..];
+    loop {
+        let trimmed = rest.trim_start_matches(is_properties_space);
+        match trimmed.strip_prefix(['=', ':']) {
+            Some(after) if !has_separator => {
+                has_separator = true;
+                rest = after;
+            }
+            _ => {
+                rest = trimmed;
+                break;
+            }
+        }
+    }
+    (&line[..key_end], rest)
+}
+
+fn unescape_property(raw: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\x0c'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let code = (hex.len() == 4)
+                    .then(|| u32::from_str_radix(&hex, 16).ok())
+                    .flatten()
+                    .ok_or_else(|| format!("malformed \\uxxxx escape \"\\u{hex}\""))?;
+                // A lone surrogate cannot be represented; Java would keep it.
+                out.push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A TOML document, kept with the position of every value for error messages.
+enum TomlNode {
+    Table(Vec<(String, Located)>),
+    Array(Vec<TomlNode>),
+    Scalar(String),
+}
+
+/// A TOML value and the byte offset where it starts. toml gives positions through
+/// serde_spanned's protocol (a struct with these names); implicit tables made by dotted keys
+/// have no position, which `toml::Spanned` cannot take, hence this small reimplementation.
+struct Located {
+    start: Option<usize>,
+    node: TomlNode,
+}
+
+const SPANNED_NAME: &str = "$__serde_spanned_private_Spanned";
+const SPANNED_START: &str = "$__serde_spanned_private_start";
+const SPANNED_END: &str = "$__serde_spanned_private_end";
+const SPANNED_VALUE: &str = "$__serde_spanned_private_value";
+const SPANNED_FIELDS: &[&str] = &[SPANNED_START, SPANNED_END, SPANNED_VALUE];
+/// How toml presents a datetime to serde: a one-entry map with this key.
+const TOML_DATETIME_FIELD: &str = "$__toml_private_datetime";
+
+impl<'de> Deserialize<'de> for TomlNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(deserializer.deserialize_any(NodeVisitor)?.node)
+    }
+}
+
+impl<'de> Deserialize<'de> for Located {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_struct(SPANNED_NAME, SPANNED_FIELDS, NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+fn unlocated<E>(node: TomlNode) -> Result<Located, E> {
+    Ok(Located { start: None, node })
+}
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Located;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a TOML value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v.to_string()))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v.to_string()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v.to_string()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v.to_string()))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Located, E> {
+        unlocated(TomlNode::Scalar(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Located, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<TomlNode>()? {
+            items.push(item);
+        }
+        unlocated(TomlNode::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Located, A::Error> {
+        let mut items = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if items.is_empty() && key == SPANNED_START {
+                let start = map.next_value::<usize>()?;
+                let mut node = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == SPANNED_VALUE {
+                        node = Some(map.next_value::<TomlNode>()?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                let node = node.ok_or_else(|| de::Error::missing_field(SPANNED_VALUE))?;
+                return Ok(Located { start: Some(start), node });
+            }
+            if items.is_empty() && key == TOML_DATETIME_FIELD {
+                return unlocated(TomlNode::Scalar(map.next_value::<String>()?));
+            }
+            items.push((key, map.next_value::<Located>()?));
+        }
+        unlocated(TomlNode::Table(items))
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Reads a TOML file into dotted keys: nested tables are flattened, so `[autopurge]`
+/// `snapRetainCount = 5`, `autopurge.snapRetainCount = 5` and `"autopurge.snapRetainCount" = 5`
+/// are the same setting.
+fn parse_toml(path: &Path, text: &str) -> Result<Vec<Entry>, ConfigError> {
+    let root: TomlNode = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_owned(),
+        line: e.span().map_or(1, |span| line_of(text, span.start)),
+        message: e.message().trim().to_owned(),
+    })?;
+    let mut entries = Vec::new();
+    if let TomlNode::Table(items) = root {
+        flatten_toml(path, text, "", items, &mut entries)?;
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for entry in &entries {
+        if let Some(first) = seen.insert(&entry.key, entry.line) {
+            return Err(ConfigError::Invalid {
+                origin: Origin::File { path: path.to_owned(), line: entry.line },
+                key: entry.key.clone(),
+                value: entry.value.clone(),
+                reason: format!("already set on line {first}"),
+            });
+        }
+    }
+    Ok(entries)
+}
+
+fn flatten_toml(
+    path: &Path,
+    text: &str,
+    prefix: &str,
+    items: Vec<(String, Located)>,
+    out: &mut Vec<Entry>,
+) -> Result<(), ConfigError> {
+    for (key, located) in items {
+        let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
+        let line = located.start.map_or(0, |start| line_of(text, start));
+        match located.node {
+            TomlNode::Table(children) => flatten_toml(path, text, &key, children, out)?,
+            TomlNode::Scalar(value) => out.push(Entry { key, value, line, array: false }),
+            TomlNode::Array(items) => {
+                let mut values = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        TomlNode::Scalar(value) => values.push(value),
+                        _ => {
+                            return Err(ConfigError::Invalid {
+                                origin: Origin::File { path: path.to_owned(), line },
+                                key,
+                                value: "[...]".to_owned(),
+                                reason: "expected an array of strings".to_owned(),
+                            })
+                        }
+                    }
+                }
+                out.push(Entry { key, value: values.join(","), line, array: true });
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings.
+
+/// Which names a key is looked up among.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeySpace {
+    /// zoo.cfg / TOML: zoo.cfg keys and system property names; like ZooKeeper, an unknown key
+    /// `k` is also tried as the system property `zookeeper.k` (`skipACL=yes`).
+    File,
+    /// `-D`: system property names, and zoo.cfg keys as a zoolog extension.
+    SystemProperty,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    TickTime,
+    DataDir,
+    DataLogDir,
+    ClientPort,
+    ClientPortAddress,
+    MinSessionTimeout,
+    MaxSessionTimeout,
+    MaxClientCnxns,
+    MaxCnxns,
+    SnapRetainCount,
+    PurgeInterval,
+    SnapCount,
+    FourLetterWords,
+    ReconfigEnabled,
+    GlobalOutstandingLimit,
+    JuteMaxBuffer,
+    SuperDigest,
+    ExtendedTypesEnabled,
+    EnforceQuota,
+    SkipAcl,
+    ContainerCheckInterval,
+    ContainerNeverUsed,
+    SessionlessCnxnTimeout,
+}
+
+/// Every name zoolog acts on, with the setting it sets.
+const SETTINGS: &[(&str, Setting)] = &[
+    ("tickTime", Setting::TickTime),
+    ("dataDir", Setting::DataDir),
+    ("dataLogDir", Setting::DataLogDir),
+    ("clientPort", Setting::ClientPort),
+    ("clientPortAddress", Setting::ClientPortAddress),
+    ("minSessionTimeout", Setting::MinSessionTimeout),
+    ("maxSessionTimeout", Setting::MaxSessionTimeout),
+    ("maxClientCnxns", Setting::MaxClientCnxns),
+    ("maxCnxns", Setting::MaxCnxns),
+    ("zookeeper.maxCnxns", Setting::MaxCnxns),
+    ("autopurge.snapRetainCount", Setting::SnapRetainCount),
+    ("autopurge.purgeInterval", Setting::PurgeInterval),
+    ("snapCount", Setting::SnapCount),
+    ("zookeeper.snapCount", Setting::SnapCount),
+    ("4lw.commands.whitelist", Setting::FourLetterWords),
+    ("zookeeper.4lw.commands.whitelist", Setting::FourLetterWords),
+    ("reconfigEnabled", Setting::ReconfigEnabled),
+    ("globalOutstandingLimit", Setting::GlobalOutstandingLimit),
+    ("zookeeper.globalOutstandingLimit", Setting::GlobalOutstandingLimit),
+    ("jute.maxbuffer", Setting::JuteMaxBuffer),
+    ("zookeeper.DigestAuthenticationProvider.superDigest", Setting::SuperDigest),
+    ("zookeeper.extendedTypesEnabled", Setting::ExtendedTypesEnabled),
+    ("zookeeper.enforceQuota", Setting::EnforceQuota),
+    ("zookeeper.skipACL", Setting::SkipAcl),
+    ("znode.container.checkIntervalMs", Setting::ContainerCheckInterval),
+    ("znode.container.maxNeverUsedIntervalMs", Setting::ContainerNeverUsed),
+    ("zookeeper.nio.sessionlessCnxnTimeout", Setting::SessionlessCnxnTimeout),
+];
+
+fn lookup(name: &str) -> Option<Setting> {
+    SETTINGS.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
+}
+
+/// Keys ZooKeeper knows that mean nothing to a standalone zoolog (logged at info).
+fn not_applicable(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "initLimit",
+        "syncLimit",
+        "standaloneEnabled",
+        "electionAlg",
+        "peerType",
+        "quorumListenOnAllIPs",
+        "dynamicConfigFile",
+        "leaderServes",
+        "syncEnabled",
+        "connectToLearnerMasterLimit",
+        "localSessionsEnabled",
+        "localSessionsUpgradingEnabled",
+        "clientPortListenBacklog",
+        "serverCnxnFactory",
+        "zookeeper.serverCnxnFactory",
+        "zookeeper.admin.enableServer",
+        "zookeeper.admin.serverPort",
+        "zookeeper.log.dir",
+        "zookeeper.log.file",
+        "zookeeper.root.logger",
+        "zookeeper.jmx.log4j.disable",
+        "zookeeper.datadir.autocreate",
+        "zookeeper.log.threshold",
+        "zookeeper.tracelog.dir",
+        "zookeeper.tracelog.file",
+        "log4j.configuration",
+        "logback.configurationFile",
+    ];
+    const PREFIXES: &[&str] =
+        &["server.", "group.", "weight.", "admin.", "metricsProvider.", "com.sun.management.", "java.", "sun.", "jdk."];
+    EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// Keys that ask for protection zoolog does not give (logged as a warning that says so).
+fn unsupported_security(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "secureClientPort",
+        "secureClientPortAddress",
+        "requireClientAuthScheme",
+        "sslQuorum",
+        "portUnification",
+        "client.portUnification",
+        "zookeeper.sessionRequireClientSASLAuth",
+        "sessionRequireClientSASLAuth",
+        "enforce.auth.enabled",
+        "zookeeper.enforce.auth.enabled",
+        "enforce.auth.schemes",
+        "zookeeper.enforce.auth.schemes",
+        "zookeeper.serverCnxnFactory",
+    ];
+    const PREFIXES: &[&str] = &["authProvider.", "zookeeper.authProvider.", "ssl.", "zookeeper.ssl.", "sasl", "zookeeper.sasl"];
+    EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+struct Builder {
+    config: ServerConfig,
+    data_log_dir: Option<PathBuf>,
+    min_session: Option<(u64, Origin)>,
+    max_session: Option<(u64, Origin)>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder { config: ServerConfig::default(), data_log_dir: None, min_session: None, max_session: None }
+    }
+
+    fn apply(&mut self, key: &str, value: &str, origin: &Origin, space: KeySpace, array: bool) -> Result<(), ConfigError> {
+        let setting = match space {
+            KeySpace::File => lookup(key).or_else(|| lookup(&format!("zookeeper.{key}"))),
+            KeySpace::SystemProperty => lookup(key),
+        };
+        let Some(setting) = setting else {
+            self.ignore(key, origin);
+            return Ok(());
+        };
+        let invalid = |reason: String| ConfigError::Invalid {
+            origin: origin.clone(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        };
+        if array && setting != Setting::FourLetterWords {
+            return Err(invalid("expected a single value, not an array".into()));
+        }
+        let value = value.trim();
+        let int = |min: i64, max: i64| parse_int(value, min, max).map_err(invalid);
+        let c = &mut self.config;
+        match setting {
+            Setting::TickTime => c.tick_ms = int(1, INT_MAX)? as u64,
+            Setting::DataDir => c.data_dir = parse_dir(value).map_err(invalid)?,
+            Setting::DataLogDir => self.data_log_dir = Some(parse_dir(value).map_err(invalid)?),
+            Setting::ClientPort => {
+                let port = parse_int(value, 0, 65535)
+                    .map_err(|_| invalid("expected a port number between 0 and 65535".into()))?;
+                c.client_addr.set_port(port as u16);
+            }
+            Setting::ClientPortAddress => c.client_addr.set_ip(parse_address(value).map_err(invalid)?),
+            Setting::MinSessionTimeout | Setting::MaxSessionTimeout => {
+                // ZooKeeper's -1 means "derive from tickTime".
+                let ms = if value == "-1" { None } else { Some((int(1, INT_MAX)? as u64, origin.clone())) };
+                if setting == Setting::MinSessionTimeout {
+                    self.min_session = ms;
+                } else {
+                    self.max_session = ms;
+                }
+            }
+            Setting::MaxClientCnxns => c.connections_per_ip_max = int(0, INT_MAX)? as usize,
+            Setting::MaxCnxns => c.connections_max = int(0, INT_MAX)? as usize,
+            Setting::SnapRetainCount => {
+                let count = int(i64::MIN, INT_MAX)?;
+                if count < 3 {
+                    tracing::warn!("{origin}: {key} = {count}: at least 3 snapshots are retained; using 3");
+                }
+                c.snapshots_retained = count.max(3) as usize;
+            }
+            Setting::PurgeInterval => {
+                let hours = int(i64::MIN, INT_MAX)?;
+                if hours < 0 {
+                    tracing::info!("{origin}: {key} = {hours}: not positive; purging is disabled");
+                }
+                c.purge_interval_hours = hours.max(0) as u64;
+            }
+            Setting::SnapCount => {
+                let count = int(i64::MIN, INT_MAX)?;
+                if count < 2 {
+                    tracing::warn!("{origin}: {key} = {count}: snapCount should be 2 or more; using 2");
+                }
+                c.entries_per_snapshot = count.max(2) as u64;
+            }
+            Setting::FourLetterWords => c.four_letter_words = parse_four_letter_words(value, origin, key),
+            Setting::ReconfigEnabled => c.reconfig_enabled = parse_bool(value, false).map_err(invalid)?,
+            Setting::GlobalOutstandingLimit => {
+                c.outstanding_requests_per_connection_max = int(1, INT_MAX)? as usize
+            }
+            Setting::JuteMaxBuffer => c.packet_bytes_max = int(1, INT_MAX)? as usize,
+            Setting::SuperDigest => {
+                c.super_digest = if value.is_empty() {
+                    None
+                } else if value.split_once(':').is_some_and(|(user, digest)| !user.is_empty() && !digest.is_empty()) {
+                    Some(value.to_owned())
+                } else {
+                    return Err(invalid("expected user:base64(sha1(user:password)), e.g. super:...".into()));
+                }
+            }
+            Setting::ExtendedTypesEnabled => c.extended_types_enabled = parse_bool(value, false).map_err(invalid)?,
+            Setting::EnforceQuota => c.enforce_quota = parse_bool(value, false).map_err(invalid)?,
+            Setting::SkipAcl => c.skip_acl = parse_bool(value, true).map_err(invalid)?,
+            Setting::ContainerCheckInterval => c.container_check_interval_ms = int(1, INT_MAX)? as u64,
+            Setting::ContainerNeverUsed => c.container_never_used_ms = int(0, i64::MAX)?,
+            Setting::SessionlessCnxnTimeout => c.handshake_timeout_ms = int(1, INT_MAX)? as u64,
+        }
+        Ok(())
+    }
+
+    fn ignore(&self, key: &str, origin: &Origin) {
+        if not_applicable(key) {
+            tracing::info!("{origin}: {key}: not used by a standalone zoolog server; ignored");
+        } else if unsupported_security(key) {
+            tracing::warn!("{origin}: {key}: not supported by zoolog; ignored, so it is NOT enforced");
+        } else if let Some((known, _)) = SETTINGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)) {
+            tracing::warn!("{origin}: {key}: unknown setting, ignored (keys are case-sensitive: did you mean {known}?)");
+        } else {
+            tracing::warn!("{origin}: {key}: unknown setting; ignored");
+        }
+    }
+
+    fn finish(self) -> Result<ServerConfig, ConfigError> {
+        let mut c = self.config;
+        c.data_log_dir = self.data_log_dir.unwrap_or_else(|| c.data_dir.clone());
+        c.session_timeout_min_ms = self.min_session.as_ref().map_or(c.tick_ms.saturating_mul(2), |(ms, _)| *ms);
+        c.session_timeout_max_ms = self.max_session.as_ref().map_or(c.tick_ms.saturating_mul(20), |(ms, _)| *ms);
+        if c.session_timeout_min_ms > c.session_timeout_max_ms {
+            return Err(ConfigError::SessionTimeouts {
+                min_ms: c.session_timeout_min_ms,
+                min_origin: self.min_session.map(|(_, o)| o),
+                max_ms: c.session_timeout_max_ms,
+                max_origin: self.max_session.map(|(_, o)| o),
+            });
+        }
+        if let Some(id) = read_myid(&c.data_dir)? {
+            c.server_id = id;
+        }
+        Ok(c)
+    }
+}
+
+/// Reads `<data_dir>/myid` if it exists: a server id 1..=254, surrounding whitespace allowed.
+fn read_myid(data_dir: &Path) -> Result<Option<u8>, ConfigError> {
+    let path = data_dir.join("myid");
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConfigError::MyId { path, reason: format!("cannot be read: {e}") }),
+    };
+    let text = String::from_utf8_lossy(&text);
+    let trimmed = text.trim();
+    match trimmed.parse::<u8>() {
+        Ok(id @ 1..=254) => Ok(Some(id)),
+        _ => {
+            let shown: String = trimmed.chars().take(60).collect();
+            Err(ConfigError::MyId { path, reason: format!("expected a server id between 1 and 254, found {shown:?}") })
+        }
+    }
+}
+
+/// A whole number as ZooKeeper reads one (decimal; `0x`/`#` hexadecimal as in Java's
+/// `Integer.decode`, which ZooKeeper uses for system properties), within `min..=max`.
+fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
+    let (negative, body) = match value.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, value.strip_prefix('+').unwrap_or(value)),
+    };
+    let (digits, radix) = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")).or_else(|| body.strip_prefix('#')) {
+        Some(hex) => (hex, 16),
+        None => (body, 10),
+    };
+    let range = || {
+        if max == i64::MAX {
+            format!("must be at least {min}")
+        } else if min == i64::MIN {
+            format!("must be at most {max}")
+        } else {
+            format!("must be between {min} and {max}")
+        }
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        let hint = if value.contains('#') && radix == 10 { " (a comment must be on a line of its own)" } else { "" };
+        return Err(format!("expected a whole number{hint}"));
+    }
+    let magnitude = i128::from_str_radix(digits, radix).map_err(|_| range())?;
+    let number = if negative { -magnitude } else { magnitude };
+    if number < min as i128 || number > max as i128 {
+        return Err(range());
+    }
+    Ok(number as i64)
+}
+
+fn parse_bool(value: &str, allow_yes_no: bool) -> Result<bool, String> {
+    if value.eq_ignore_ascii_case("true") || (allow_yes_no && value.eq_ignore_ascii_case("yes")) {
+        Ok(true)
+    } else if value.eq_ignore_ascii_case("false") || (allow_yes_no && value.eq_ignore_ascii_case("no")) {
+        Ok(false)
+    } else if allow_yes_no {
+        Err("expected yes, no, true or false".into())
+    } else {
+        Err("expected true or false".into())
+    }
+}
+
+fn parse_dir(value: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err("expected a directory".into());
+    }
+    // Relative paths stay relative: the process's current directory, as in ZooKeeper.
+    Ok(PathBuf::from(value))
+}
+
+/// An IP address, `[v6]`, or a host name (resolved now; IPv4 preferred).
+fn parse_address(value: &str) -> Result<IpAddr, String> {
+    let host = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
+    if host.is_empty() {
+        return Err("expected an IP address or host name".into());
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    let addrs: Vec<SocketAddr> = (host, 0u16)
+        .to_socket_addrs()
+        .map_err(|e| format!("not an IP address, and the host name cannot be resolved: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .map(|a| a.ip())
+        .ok_or_else(|| "the host name resolves to no address".to_owned())
+}
+
+fn parse_four_letter_words(value: &str, origin: &Origin, key: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in value.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()) {
+        if word == "*" {
+            return vec!["*".to_owned()];
+        }
+        if !KNOWN_FOUR_LETTER_WORDS.contains(&word) {
+            tracing::warn!("{origin}: {key}: {word:?} is not a four-letter word ZooKeeper knows");
+        }
+        if !words.iter().any(|w| w == word) {
+            words.push(word.to_owned());
+        }
+    }
+    words
+}

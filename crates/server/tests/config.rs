@@ -1,0 +1,691 @@
+//! `zoolog serve` settings: defaults, zoo.cfg and TOML files, SERVER_JVMFLAGS and `-D`
+//! arguments, derived values, myid, and the error messages. Every file here is a real file in
+//! a fresh temporary directory.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use zoolog_server::config::{ConfigError, Origin, ServerConfig};
+
+/// A directory removed when dropped (no dev-dependency needed).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("zoolog-config-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+
+    /// A data directory inside this one (created), as a string for config files.
+    fn data_dir(&self) -> String {
+        let dir = self.0.join("data");
+        std::fs::create_dir_all(&dir).expect("create data dir");
+        dir.to_str().expect("utf-8 temp path").to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn load(list: &[&str]) -> ServerConfig {
+    ServerConfig::from_args(&args(list), None).unwrap_or_else(|e| panic!("{list:?}: {e}"))
+}
+
+fn load_file(path: &Path) -> ServerConfig {
+    load(&[path.to_str().unwrap()])
+}
+
+fn error(list: &[&str], jvm_flags: Option<&str>) -> String {
+    match ServerConfig::from_args(&args(list), jvm_flags) {
+        Ok(config) => panic!("{list:?} was accepted: {config:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_mentions(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{message:?} does not mention {part:?}");
+    }
+}
+
+/// Debian's /etc/zookeeper/conf/zoo.cfg (zookeeper 3.9 package), verbatim but for dataDir.
+const DEBIAN_ZOO_CFG: &str = "\
+# The number of milliseconds of each tick
+tickTime=2000
+# The number of ticks that the initial 
+# synchronization phase can take
+initLimit=10
+# The number of ticks that can pass between 
+# sending a request and getting an acknowledgement
+syncLimit=5
+# the directory where the snapshot is stored.
+# do not use /tmp for storage, /tmp here is just 
+# example sakes.
+dataDir=DATADIR
+# the port at which the clients will connect
+clientPort=2181
+# the maximum number of client connections.
+# increase this if you need to handle more clients
+#maxClientCnxns=60
+#
+# Be sure to read the maintenance section of the 
+# administrator guide before turning on autopurge.
+#
+# https://zookeeper.apache.org/doc/current/zookeeperAdmin.html#sc_maintenance
+#
+# The number of snapshots to retain in dataDir
+#autopurge.snapRetainCount=3
+# Purge task interval in hours
+# Set to \"0\" to disable auto purge feature
+#autopurge.purgeInterval=1
+
+## Metrics Providers
+#
+# https://prometheus.io Metrics Exporter
+#metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider
+#metricsProvider.httpHost=0.0.0.0
+#metricsProvider.httpPort=7000
+#metricsProvider.exportJvmInfo=true
+";
+
+// --- defaults ---------------------------------------------------------------------------------
+
+#[test]
+fn defaults_are_zookeepers_and_zoologs() {
+    let c = ServerConfig::default();
+    assert_eq!(c.tick_ms, 3000);
+    assert_eq!(c.data_dir, PathBuf::from("./zoolog-data"));
+    assert_eq!(c.data_log_dir, c.data_dir);
+    assert_eq!(c.client_addr, "127.0.0.1:2181".parse::<SocketAddr>().unwrap());
+    assert_eq!(c.session_timeout_min_ms, 6000);
+    assert_eq!(c.session_timeout_max_ms, 60000);
+    assert_eq!(c.connections_per_ip_max, 60);
+    assert_eq!(c.connections_max, 0);
+    assert_eq!(c.outstanding_requests_per_connection_max, 1000);
+    assert_eq!(c.outbound_bytes_per_connection_max, 64 * 1024 * 1024);
+    assert_eq!(c.packet_bytes_max, 0xfffff);
+    assert_eq!(c.four_letter_words, vec!["srvr".to_owned()]);
+    assert_eq!(c.snapshots_retained, 3);
+    assert_eq!(c.purge_interval_hours, 0);
+    assert_eq!(c.entries_per_snapshot, 100_000);
+    assert_eq!(c.server_id, 1);
+    assert_eq!(c.super_digest, None);
+    assert!(!c.extended_types_enabled && !c.enforce_quota && !c.skip_acl && !c.reconfig_enabled);
+    assert_eq!(c.container_check_interval_ms, 60_000);
+    assert_eq!(c.container_never_used_ms, 300_000);
+    assert_eq!(c.handshake_timeout_ms, 10_000);
+
+    assert!(c.four_letter_word_enabled("srvr"));
+    assert!(!c.four_letter_word_enabled("ruok"));
+    assert!(!c.four_letter_word_enabled("stat"));
+}
+
+#[test]
+fn no_arguments_give_the_defaults() {
+    if Path::new("zoolog-data/myid").exists() {
+        return; // someone's data directory in the test's working directory; not ours to judge
+    }
+    assert_eq!(load(&[]), ServerConfig::default());
+    assert_eq!(ServerConfig::from_args(&[], Some("")).unwrap(), ServerConfig::default());
+}
+
+// --- zoo.cfg ----------------------------------------------------------------------------------
+
+#[test]
+fn debian_zoo_cfg() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let path = dir.write("zoo.cfg", &DEBIAN_ZOO_CFG.replace("DATADIR", &data));
+    let c = load_file(&path);
+    let expected = ServerConfig {
+        tick_ms: 2000,
+        data_dir: PathBuf::from(&data),
+        data_log_dir: PathBuf::from(&data),
+        session_timeout_min_ms: 4000,
+        session_timeout_max_ms: 40000,
+        ..ServerConfig::default()
+    };
+    assert_eq!(c, expected);
+}
+
+#[test]
+fn full_zoo_cfg_with_every_key() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let log = dir.path().join("log");
+    let text = format!(
+        "# a production-like standalone config\r\n\
+         tickTime = 1000\r\n\
+         dataDir={data}\r\n\
+         dataLogDir : {log}\r\n\
+         clientPortAddress=0.0.0.0\r\n\
+         clientPort=2191\r\n\
+         minSessionTimeout=3000\r\n\
+         maxSessionTimeout=90000\r\n\
+         maxClientCnxns=0\r\n\
+         maxCnxns=500\r\n\
+         autopurge.snapRetainCount=10\r\n\
+         autopurge.purgeInterval=24\r\n\
+         snapCount=50000\r\n\
+         4lw.commands.whitelist=srvr, ruok,stat mntr\r\n\
+         reconfigEnabled=false\r\n\
+         globalOutstandingLimit=2000\r\n\
+         jute.maxbuffer=4194304\r\n\
+         ! a properties-style comment\r\n\
+         zookeeper.DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\r\n\
+         zookeeper.extendedTypesEnabled=true\r\n\
+         enforceQuota=true\r\n\
+         skipACL=yes\r\n\
+         znode.container.checkIntervalMs=5000\r\n\
+         znode.container.maxNeverUsedIntervalMs=0\r\n\
+         zookeeper.nio.sessionlessCnxnTimeout=2500\r\n\
+         standaloneEnabled=true\r\n\
+         admin.enableServer=false\r\n",
+        log = log.display()
+    );
+    let c = load_file(&dir.write("zoo.cfg", &text));
+    let expected = ServerConfig {
+        tick_ms: 1000,
+        data_dir: PathBuf::from(&data),
+        data_log_dir: log,
+        client_addr: "0.0.0.0:2191".parse().unwrap(),
+        session_timeout_min_ms: 3000,
+        session_timeout_max_ms: 90000,
+        connections_per_ip_max: 0,
+        connections_max: 500,
+        outstanding_requests_per_connection_max: 2000,
+        outbound_bytes_per_connection_max: 64 << 20,
+        packet_bytes_max: 4 << 20,
+        four_letter_words: vec!["srvr".into(), "ruok".into(), "stat".into(), "mntr".into()],
+        snapshots_retained: 10,
+        purge_interval_hours: 24,
+        entries_per_snapshot: 50000,
+        server_id: 1,
+        super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
+        extended_types_enabled: true,
+        enforce_quota: true,
+        skip_acl: true,
+        container_check_interval_ms: 5000,
+        container_never_used_ms: 0,
+        handshake_timeout_ms: 2500,
+        reconfig_enabled: false,
+    };
+    assert_eq!(c, expected);
+    assert!(c.four_letter_word_enabled("mntr"));
+    assert!(!c.four_letter_word_enabled("dump"));
+}
+
+#[test]
+fn properties_syntax_continuations_separators_escapes() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!(
+        "   # indented comment\n\
+         \n\
+         dataDir   {data}\n\
+         tickTime:2500\n\
+         4lw.commands.whitelist=srvr,\\\n\
+         \x20   ruok,\\\n\
+         \x20   # not a comment but a continuation: conf\n\
+         snapCount = 7000   \n\
+         snapCount=8000\n\
+         zookeeper.DigestAuthenticationProvider.superDigest = super\\:abc\\u003d\n\
+         \tclientPort\t=\t3181\n"
+    );
+    let c = load_file(&dir.write("zoo.cfg", &text));
+    assert_eq!(c.data_dir, PathBuf::from(&data));
+    assert_eq!(c.tick_ms, 2500);
+    assert_eq!(c.four_letter_words, vec!["srvr", "ruok", "#", "not", "a", "comment", "but", "continuation:", "conf"]);
+    assert!(c.four_letter_word_enabled("conf"));
+    assert_eq!(c.entries_per_snapshot, 8000, "a later line overrides an earlier one");
+    assert_eq!(c.super_digest.as_deref(), Some("super:abc="));
+    assert_eq!(c.client_addr.port(), 3181);
+}
+
+#[test]
+fn adjusted_values() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let path = dir.write(
+        "zoo.cfg",
+        &format!("dataDir={data}\nautopurge.snapRetainCount=1\nautopurge.purgeInterval=-1\nsnapCount=1\n"),
+    );
+    let c = load_file(&path);
+    assert_eq!(c.snapshots_retained, 3);
+    assert_eq!(c.purge_interval_hours, 0);
+    assert_eq!(c.entries_per_snapshot, 2);
+}
+
+#[test]
+fn four_letter_word_whitelists() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let star = load(&["-D4lw.commands.whitelist=*", &format!("-DdataDir={data}")]);
+    assert_eq!(star.four_letter_words, vec!["*"]);
+    for word in ["ruok", "srvr", "stat", "dump", "wchc"] {
+        assert!(star.four_letter_word_enabled(word), "{word}");
+    }
+    let mixed = load(&["-Dzookeeper.4lw.commands.whitelist=ruok, *", &format!("-DdataDir={data}")]);
+    assert!(mixed.four_letter_word_enabled("cons"));
+    let none = load(&["-Dzookeeper.4lw.commands.whitelist=", &format!("-DdataDir={data}")]);
+    assert!(none.four_letter_words.is_empty());
+    assert!(!none.four_letter_word_enabled("srvr"));
+}
+
+#[test]
+fn client_address_forms() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let d = format!("-DdataDir={data}");
+    // Order does not matter: the port set before the address is kept.
+    let c = load(&["-DclientPort=2300", "-DclientPortAddress=[::1]", &d]);
+    assert_eq!(c.client_addr, "[::1]:2300".parse::<SocketAddr>().unwrap());
+    let c = load(&["-DclientPortAddress=localhost", &d]);
+    assert!(c.client_addr.ip().is_loopback());
+    assert_eq!(c.client_addr.port(), 2181);
+    let c = load(&["-DclientPort=0", &d]);
+    assert_eq!(c.client_addr.port(), 0);
+}
+
+#[test]
+fn relative_data_dir_stays_relative_to_the_current_directory() {
+    let c = load(&["-DdataDir=some/relative/dir"]);
+    assert_eq!(c.data_dir, PathBuf::from("some/relative/dir"));
+    assert_eq!(c.data_log_dir, c.data_dir);
+}
+
+// --- TOML -------------------------------------------------------------------------------------
+
+#[test]
+fn toml_file() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!(
+        r#"# zoolog.toml
+tickTime = 2000
+dataDir = "{data}"
+clientPort = 2182
+clientPortAddress = "127.0.0.1"
+maxClientCnxns = 100
+"4lw.commands.whitelist" = ["srvr", "ruok", "mntr"]
+reconfigEnabled = false
+jute.maxbuffer = 0x200000
+
+[autopurge]
+snapRetainCount = 4
+purgeInterval = 12
+
+[zookeeper]
+extendedTypesEnabled = true
+skipACL = "yes"
+"DigestAuthenticationProvider.superDigest" = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+
+[znode.container]
+checkIntervalMs = 1000
+
+[server]
+1 = "localhost:2888:3888"
+
+[metricsProvider]
+className = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+"#
+    );
+    let c = load(&["--config", dir.write("zoolog.toml", &text).to_str().unwrap()]);
+    let expected = ServerConfig {
+        tick_ms: 2000,
+        data_dir: PathBuf::from(&data),
+        data_log_dir: PathBuf::from(&data),
+        client_addr: "127.0.0.1:2182".parse().unwrap(),
+        session_timeout_min_ms: 4000,
+        session_timeout_max_ms: 40000,
+        connections_per_ip_max: 100,
+        four_letter_words: vec!["srvr".into(), "ruok".into(), "mntr".into()],
+        packet_bytes_max: 0x200000,
+        snapshots_retained: 4,
+        purge_interval_hours: 12,
+        extended_types_enabled: true,
+        skip_acl: true,
+        super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
+        container_check_interval_ms: 1000,
+        ..ServerConfig::default()
+    };
+    assert_eq!(c, expected);
+}
+
+#[test]
+fn toml_dotted_quoted_and_string_forms_are_the_same_setting() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!(
+        "dataDir = \"{data}\"\ntickTime = \"1500\"\nautopurge.snapRetainCount = 6\n4lw.commands.whitelist = \"*\"\n"
+    );
+    let c = load(&[&format!("--config={}", dir.write("z.toml", &text).display())]);
+    assert_eq!(c.tick_ms, 1500);
+    assert_eq!(c.snapshots_retained, 6);
+    assert!(c.four_letter_word_enabled("dump"));
+
+    let twice = "\"autopurge.snapRetainCount\" = 5\n\n[autopurge]\nsnapRetainCount = 6\n";
+    let message = error(&[dir.write("twice.toml", twice).to_str().unwrap()], None);
+    assert_mentions(&message, &["twice.toml", "line 4", "autopurge.snapRetainCount", "already set on line 1"]);
+}
+
+#[test]
+fn toml_errors_name_file_line_and_key() {
+    let dir = TempDir::new();
+    let path = dir.write("bad.toml", "clientPort = 2181\ntickTime = \"soon\"\n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["bad.toml", "line 2", "tickTime", "soon", "whole number"]);
+
+    let path = dir.write("syntax.toml", "tickTime = 2000\n\ndataDir = \n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["syntax.toml", "line 3"]);
+
+    let path = dir.write("array.toml", "dataDir = [\"a\", \"b\"]\n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["array.toml", "line 1", "dataDir", "array"]);
+}
+
+// --- precedence -------------------------------------------------------------------------------
+
+#[test]
+fn precedence_file_then_jvm_flags_then_arguments() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let path = dir.write(
+        "zoo.cfg",
+        &format!("dataDir={data}\nsnapCount=1000\nzookeeper.extendedTypesEnabled=false\njute.maxbuffer=1000\n"),
+    );
+    let file = path.to_str().unwrap();
+    let flags = "-Xmx1g -server -Dzookeeper.snapCount=2000 -XX:+UseG1GC -Dzookeeper.extendedTypesEnabled=true \
+                 -Dcom.sun.management.jmxremote -Dzookeeper.log.dir=/var/log/zookeeper";
+
+    let c = ServerConfig::from_args(&args(&[file]), None).unwrap();
+    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (1000, false, 1000));
+
+    let c = ServerConfig::from_args(&args(&[file]), Some(flags)).unwrap();
+    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (2000, true, 1000));
+
+    let c = ServerConfig::from_args(&args(&["-Dzookeeper.snapCount=3000", file, "-Djute.maxbuffer=0x1000"]), Some(flags))
+        .unwrap();
+    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (3000, true, 4096));
+
+    // A later -D argument wins over an earlier one.
+    let c = ServerConfig::from_args(&args(&[file, "-DsnapCount=5", "-Dzookeeper.snapCount=6"]), Some(flags)).unwrap();
+    assert_eq!(c.entries_per_snapshot, 6);
+}
+
+#[test]
+fn config_flag_forms_and_zookeeper_server_main_positionals() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let path = dir.write("zoo.cfg", &format!("dataDir={data}\ntickTime=1234\n"));
+    let p = path.to_str().unwrap();
+    assert_eq!(load(&["--config", p]).tick_ms, 1234);
+    assert_eq!(load(&[&format!("--config={p}")]).tick_ms, 1234);
+    assert_eq!(load(&[p]).tick_ms, 1234);
+
+    // ZooKeeperServerMain: port dataDir [tickTime [maxClientCnxns]]
+    let c = load(&["2999", &data, "500", "7"]);
+    assert_eq!(c.client_addr.port(), 2999);
+    assert_eq!(c.data_dir, PathBuf::from(&data));
+    assert_eq!(c.data_log_dir, PathBuf::from(&data));
+    assert_eq!(c.tick_ms, 500);
+    assert_eq!(c.connections_per_ip_max, 7);
+    assert_eq!(c.session_timeout_max_ms, 10_000);
+}
+
+// --- derived session timeouts -----------------------------------------------------------------
+
+#[test]
+fn session_timeouts_follow_tick_time_unless_set() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let d = format!("-DdataDir={data}");
+
+    let c = load(&["-DtickTime=1000", &d]);
+    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (2000, 20000));
+
+    // tickTime set after the timeouts' source (file first, -D later) still drives derivation.
+    let path = dir.write("zoo.cfg", &format!("dataDir={data}\nmaxSessionTimeout=50000\ntickTime=2000\n"));
+    let c = load(&[path.to_str().unwrap(), "-DtickTime=500"]);
+    assert_eq!((c.tick_ms, c.session_timeout_min_ms, c.session_timeout_max_ms), (500, 1000, 50000));
+
+    let c = load(&["-DtickTime=1000", "-DminSessionTimeout=7000", &d]);
+    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (7000, 20000));
+
+    let c = load(&["-DtickTime=100", "-DminSessionTimeout=300", &d]);
+    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (300, 2000));
+
+    // ZooKeeper's -1 means "derive".
+    let c = load(&["-DtickTime=100", "-DminSessionTimeout=300", "-DminSessionTimeout=-1", &d]);
+    assert_eq!(c.session_timeout_min_ms, 200);
+}
+
+#[test]
+fn min_session_timeout_above_max_is_an_error() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let path = dir.write("zoo.cfg", &format!("dataDir={data}\nminSessionTimeout=30000\nmaxSessionTimeout=20000\n"));
+    let message = error(&[path.to_str().unwrap()], None);
+    assert_mentions(&message, &["minSessionTimeout", "maxSessionTimeout", "30000", "20000", "zoo.cfg, line 2", "line 3"]);
+
+    // Explicit min above the max derived from tickTime (20 × 1000).
+    let message = error(&["-DtickTime=1000", "-DminSessionTimeout=25000", &format!("-DdataDir={data}")], None);
+    assert_mentions(&message, &["minSessionTimeout", "maxSessionTimeout", "20 × tickTime", "command line"]);
+}
+
+// --- myid -------------------------------------------------------------------------------------
+
+#[test]
+fn myid_sets_the_server_id() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let d = format!("-DdataDir={data}");
+    assert_eq!(load(&[&d]).server_id, 1);
+
+    std::fs::write(Path::new(&data).join("myid"), "7\n").unwrap();
+    assert_eq!(load(&[&d]).server_id, 7);
+    std::fs::write(Path::new(&data).join("myid"), "  254 \r\n").unwrap();
+    assert_eq!(load(&[&d]).server_id, 254);
+}
+
+#[test]
+fn bad_myid_is_an_error() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let d = format!("-DdataDir={data}");
+    // Debian's placeholder, as /var/lib/zookeeper/myid links to.
+    for bad in ["replace this text with the cluster-unique zookeeper's instance id (1-255)\n", "0", "255", "-3", "", "1 2"] {
+        std::fs::write(Path::new(&data).join("myid"), bad).unwrap();
+        let message = error(&[&d], None);
+        assert_mentions(&message, &["myid", "between 1 and 254"]);
+    }
+}
+
+// --- errors -----------------------------------------------------------------------------------
+
+#[test]
+fn non_numeric_numbers_name_file_line_and_key() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    for key in [
+        "tickTime",
+        "maxClientCnxns",
+        "maxCnxns",
+        "minSessionTimeout",
+        "maxSessionTimeout",
+        "autopurge.snapRetainCount",
+        "autopurge.purgeInterval",
+        "snapCount",
+        "globalOutstandingLimit",
+        "jute.maxbuffer",
+        "znode.container.checkIntervalMs",
+        "znode.container.maxNeverUsedIntervalMs",
+        "zookeeper.nio.sessionlessCnxnTimeout",
+    ] {
+        let path = dir.write("zoo.cfg", &format!("dataDir={data}\n# comment\n\n{key}=12abc\n"));
+        let message = error(&[path.to_str().unwrap()], None);
+        assert_mentions(&message, &["zoo.cfg, line 4", key, "12abc", "whole number"]);
+    }
+    // A trailing comment is part of the value, as in ZooKeeper; the message says so.
+    let path = dir.write("zoo.cfg", "tickTime=2000 # two seconds\n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["line 1", "tickTime", "comment"]);
+}
+
+#[test]
+fn out_of_range_values() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    for (line, needle) in [
+        ("clientPort=65536", "clientPort"),
+        ("clientPort=-1", "clientPort"),
+        ("clientPort=http", "clientPort"),
+        ("tickTime=0", "tickTime"),
+        ("tickTime=-5", "tickTime"),
+        ("tickTime=99999999999", "tickTime"),
+        ("maxClientCnxns=-1", "maxClientCnxns"),
+        ("jute.maxbuffer=0", "jute.maxbuffer"),
+        ("minSessionTimeout=0", "minSessionTimeout"),
+    ] {
+        let path = dir.write("zoo.cfg", &format!("dataDir={data}\n{line}\n"));
+        let message = error(&[path.to_str().unwrap()], None);
+        assert_mentions(&message, &["zoo.cfg, line 2", needle]);
+    }
+    let path = dir.write("zoo.cfg", "clientPort=70000\n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["clientPort", "65535", "70000"]);
+    let path = dir.write("zoo.cfg", "tickTime=0\n");
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["tickTime", "between 1 and"]);
+}
+
+#[test]
+fn other_bad_values() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    for (line, needle) in [
+        ("reconfigEnabled=maybe", "true or false"),
+        ("zookeeper.skipACL=sure", "yes, no, true or false"),
+        ("zookeeper.DigestAuthenticationProvider.superDigest=nocolon", "user:"),
+        ("dataDir=", "directory"),
+        ("clientPortAddress=no.such.host.invalid", "clientPortAddress"),
+    ] {
+        let path = dir.write("zoo.cfg", &format!("dataDir={data}\n{line}\n"));
+        let message = error(&[path.to_str().unwrap()], None);
+        assert_mentions(&message, &["zoo.cfg, line 2", line.split('=').next().unwrap(), needle]);
+    }
+}
+
+#[test]
+fn errors_from_jvm_flags_and_arguments_say_where() {
+    let message = error(&[], Some("-Xmx1g -Dzookeeper.snapCount=lots"));
+    assert_mentions(&message, &["SERVER_JVMFLAGS", "zookeeper.snapCount", "lots"]);
+    let message = error(&["-Djute.maxbuffer=big"], None);
+    assert_mentions(&message, &["command line", "jute.maxbuffer", "big"]);
+}
+
+#[test]
+fn missing_and_unreadable_files() {
+    let dir = TempDir::new();
+    let missing = dir.path().join("nope.cfg");
+    let message = error(&[missing.to_str().unwrap()], None);
+    assert_mentions(&message, &["nope.cfg", "not found"]);
+    assert!(matches!(
+        ServerConfig::from_args(&args(&[missing.to_str().unwrap()]), None),
+        Err(ConfigError::NotFound { .. })
+    ));
+
+    // A directory cannot be read as a file (permission tests would pass as root).
+    let subdir = dir.path().join("conf.cfg");
+    std::fs::create_dir(&subdir).unwrap();
+    let message = error(&["--config", subdir.to_str().unwrap()], None);
+    assert_mentions(&message, &["conf.cfg", "cannot be read"]);
+
+    let path = dir.path().join("latin.toml");
+    std::fs::write(&path, b"dataDir = \"caf\xe9\"\n").unwrap();
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["latin.toml", "UTF-8"]);
+}
+
+#[test]
+fn usage_errors() {
+    let dir = TempDir::new();
+    let path = dir.write("zoo.cfg", "tickTime=2000\n");
+    let p = path.to_str().unwrap();
+    assert_mentions(&error(&["--config"], None), &["--config needs a file name"]);
+    assert_mentions(&error(&["--config="], None), &["--config needs a file name"]);
+    assert_mentions(&error(&["--config", p, p], None), &["one config file"]);
+    assert_mentions(&error(&["--config", p, "--config", p], None), &["more than once"]);
+    assert_mentions(&error(&["--verbose"], None), &["unknown option", "--verbose"]);
+    assert_mentions(&error(&["-D=3"], None), &["-Dname=value"]);
+    assert_mentions(&error(&["a", "b", "c", "d", "e"], None), &["too many arguments"]);
+}
+
+#[test]
+fn error_values_carry_the_origin_and_key() {
+    let dir = TempDir::new();
+    let path = dir.write("zoo.cfg", "\n\nmaxCnxns=x\n");
+    match ServerConfig::from_args(&args(&[path.to_str().unwrap()]), None) {
+        Err(ConfigError::Invalid { origin, key, value, .. }) => {
+            assert_eq!(origin, Origin::File { path: path.clone(), line: 3 });
+            assert_eq!(key, "maxCnxns");
+            assert_eq!(value, "x");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// --- ignored keys -----------------------------------------------------------------------------
+
+#[test]
+fn unknown_and_inapplicable_keys_are_ignored() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!(
+        "dataDir={data}\n\
+         tickTime=2000\n\
+         initLimit=10\n\
+         syncLimit=5\n\
+         server.1=zk1:2888:3888\n\
+         server.2=zk2:2888:3888;2181\n\
+         standaloneEnabled=false\n\
+         admin.serverPort=8080\n\
+         admin.enableServer=false\n\
+         metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+         metricsProvider.httpPort=7000\n\
+         authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+         secureClientPort=2281\n\
+         ticktime=9999\n\
+         someFutureSetting=whatever it is\n\
+         =value without a key\n"
+    );
+    let path = dir.write("zoo.cfg", &text);
+    let flags = "-Dzookeeper.admin.enableServer=false -Dsome.unknown.property=1 -Dzookeeper.root.logger=INFO,CONSOLE";
+    let c = ServerConfig::from_args(&args(&[path.to_str().unwrap(), "-Dno.such=thing", "-Dzookeeper.tickTime=1"]), Some(flags))
+        .unwrap();
+    let expected = ServerConfig {
+        tick_ms: 2000,
+        data_dir: PathBuf::from(&data),
+        data_log_dir: PathBuf::from(&data),
+        session_timeout_min_ms: 4000,
+        session_timeout_max_ms: 40000,
+        ..ServerConfig::default()
+    };
+    assert_eq!(c, expected);
+}
