@@ -271,3 +271,38 @@ fn failed_multi_results(op_count: usize, failed_index: usize, code: ErrorCode) -
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Command, CommandOp, DataTree, Outcome, TreeConfig};
+    use zoolog_proto::*;
+
+    fn apply(tree: &mut DataTree, zxid: i64, session_id: i64, request: Request) -> Outcome {
+        let op = CommandOp::Write { request, identities: vec![] };
+        tree.apply(zxid, &Command { session_id, cxid: 0, time_ms: 0, op }).outcome
+    }
+
+    /// Versions are signed 32-bit and wrap as in ZooKeeper 3.9 (−2 is followed by −1).
+    #[test]
+    fn versions_wrap_like_java_ints() {
+        let mut tree = DataTree::new(TreeConfig::default());
+        let session = (1 << 56) | 1;
+        tree.apply(1, &Command { session_id: 0, cxid: 0, time_ms: 0, op: CommandOp::CreateSession { timeout_ms: 1, password: vec![] } });
+        let acl = Some(crate::acl::open_acl_unsafe());
+        apply(&mut tree, 2, session, Request::Create(CreateRequest { path: "/v".into(), data: None, acl: acl.clone(), flags: 0 }));
+        let node = tree.nodes.get_mut("/v").unwrap();
+        node.version = i32::MAX;
+        node.aversion = -2;
+        node.child_creations = i32::MAX;
+        let set = Request::SetData(SetDataRequest { path: "/v".into(), data: None, version: i32::MAX });
+        assert!(matches!(apply(&mut tree, 3, session, set), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.version == i32::MIN));
+        let set_acl = Request::SetAcl(SetAclRequest { path: "/v".into(), acl: acl.clone(), version: -2 });
+        assert!(matches!(apply(&mut tree, 4, session, set_acl), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.aversion == -1));
+        let seq = Request::Create(CreateRequest { path: "/v/s".into(), data: None, acl: acl.clone(), flags: 2 });
+        let Outcome::Reply(Ok(Response::Create(created))) = apply(&mut tree, 5, session, seq.clone()) else { panic!() };
+        assert_eq!(created.path, "/v/s2147483647");
+        let Outcome::Reply(Ok(Response::Create(created))) = apply(&mut tree, 6, session, seq) else { panic!() };
+        assert_eq!(created.path, "/v/s-2147483648");
+        assert_eq!(tree.stat("/v").unwrap().cversion, 2i32.wrapping_mul(i32::MIN.wrapping_add(1)).wrapping_sub(2));
+    }
+}
