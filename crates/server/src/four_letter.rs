@@ -1,0 +1,297 @@
+//! The four-letter words, in Apache ZooKeeper 3.9's text formats: monitoring tools, kazoo's
+//! `server_version()`, go-zookeeper's `FLWSrvr` and `zkServer.sh status` parse them.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use zoolog_proto::OpCode;
+use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
+
+use crate::config::ServerConfig;
+use crate::core::Now;
+use crate::stats::{ConnectionStats, ServerStats};
+
+/// The ZooKeeper release whose client protocol zoolog speaks, and zoolog's own version.
+pub const ZOOKEEPER_VERSION: &str = concat!("3.9.3-zoolog-", env!("CARGO_PKG_VERSION"));
+
+/// The words this server answers; any other first four bytes are read as a frame length.
+pub const WORDS: &[&str] = &["ruok", "isro", "srvr", "stat", "cons", "conf", "envi", "mntr", "wchs", "wchc", "wchp", "dump", "dirs"];
+
+/// A read-only picture of the server for rendering.
+pub struct View<'a> {
+    pub config: &'a ServerConfig,
+    pub tree: &'a DataTree,
+    pub watches: &'a WatchRegistry,
+    pub stats: &'a ServerStats,
+    pub connections: Vec<ConnectionView<'a>>,
+    /// (session id, timeout ms, deadline on the monotonic clock)
+    pub sessions: Vec<(i64, i32, u64)>,
+    pub now: Now,
+    pub outstanding: usize,
+}
+
+pub struct ConnectionView<'a> {
+    pub id: ConnectionId,
+    pub peer: SocketAddr,
+    pub session_id: i64,
+    pub timeout_ms: i32,
+    pub queued: usize,
+    pub stats: &'a ConnectionStats,
+}
+
+/// Sizes of the data directories, measured by the caller (the view itself does no IO).
+pub struct DirSizes {
+    pub data_bytes: u64,
+    pub log_bytes: u64,
+}
+
+pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
+    match word {
+        "ruok" => "imok".to_owned(),
+        "isro" => "rw".to_owned(),
+        "srvr" => srvr(view),
+        "stat" => stat(view),
+        "cons" => cons(view),
+        "conf" => conf(view, dirs),
+        "envi" => envi(),
+        "mntr" => mntr(view),
+        "wchs" => wchs(view),
+        "wchc" => wchc(view),
+        "wchp" => wchp(view),
+        "dump" => dump(view),
+        "dirs" => format!("datadir_size: {}\nlogdir_size: {}\n", dirs.data_bytes, dirs.log_bytes),
+        other => unreachable!("{other} is not in WORDS"),
+    }
+}
+
+fn version_line() -> String {
+    format!("Zookeeper version: {ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"))
+}
+
+fn summary(view: &View<'_>, out: &mut String) {
+    let latency = &view.stats.latency;
+    let _ = writeln!(out, "Latency min/avg/max: {}/{:.4}/{}", latency.min_ms, latency.average_ms(), latency.max_ms);
+    let _ = writeln!(out, "Received: {}", view.stats.packets_received);
+    let _ = writeln!(out, "Sent: {}", view.stats.packets_sent);
+    let _ = writeln!(out, "Connections: {}", view.connections.len());
+    let _ = writeln!(out, "Outstanding: {}", view.outstanding);
+    let _ = writeln!(out, "Zxid: {:#x}", view.tree.last_applied_zxid());
+    let _ = writeln!(out, "Mode: standalone");
+    let _ = writeln!(out, "Node count: {}", view.tree.node_count());
+}
+
+fn srvr(view: &View<'_>) -> String {
+    let mut out = version_line();
+    out.push('\n');
+    summary(view, &mut out);
+    out
+}
+
+fn stat(view: &View<'_>) -> String {
+    let mut out = version_line();
+    out.push_str("\nClients:\n");
+    for connection in &view.connections {
+        let stats = connection.stats;
+        let _ = writeln!(out, " {}[1](queued={},recved={},sent={})", peer(connection.peer), connection.queued, stats.received, stats.sent);
+    }
+    out.push('\n');
+    summary(view, &mut out);
+    out
+}
+
+fn peer(address: SocketAddr) -> String {
+    format!("/{}:{}", address.ip(), address.port())
+}
+
+/// ZooKeeper's four-character names of the last operation, as `cons` prints them.
+fn operation_name(opcode: Option<OpCode>) -> &'static str {
+    let Some(opcode) = opcode else { return "NA" };
+    match opcode {
+        OpCode::Ping => "PING",
+        OpCode::CloseSession => "SESS",
+        OpCode::GetData => "GETD",
+        OpCode::SetData => "SETD",
+        OpCode::Create | OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => "CREA",
+        OpCode::Delete | OpCode::DeleteContainer => "DELE",
+        OpCode::Exists => "EXIS",
+        OpCode::GetChildren | OpCode::GetChildren2 => "GETC",
+        OpCode::GetAllChildrenNumber => "GETACN",
+        OpCode::GetAcl => "GETA",
+        OpCode::SetAcl => "SETA",
+        OpCode::Sync => "SYNC",
+        OpCode::Check => "CHEC",
+        OpCode::Multi => "MULT",
+        OpCode::MultiRead => "MLTR",
+        OpCode::Reconfig => "RECO",
+        OpCode::SetWatches | OpCode::SetWatches2 => "SETW",
+        OpCode::CheckWatches => "CHKW",
+        OpCode::RemoveWatches => "REMW",
+        OpCode::AddWatch => "ADDW",
+        OpCode::GetEphemerals => "GETE",
+        OpCode::WhoAmI => "HOMI",
+        OpCode::Auth => "AUTH",
+        OpCode::Sasl => "SASL",
+        OpCode::Notification | OpCode::CreateSession | OpCode::Error => "NA",
+    }
+}
+
+fn cons(view: &View<'_>) -> String {
+    let mut out = String::new();
+    for connection in &view.connections {
+        let stats = connection.stats;
+        let _ = write!(out, " {}[1](queued={},recved={},sent={}", peer(connection.peer), connection.queued, stats.received, stats.sent);
+        if connection.session_id != 0 {
+            let _ = write!(
+                out,
+                ",sid={:#x},lop={},est={},to={},lcxid={:#x},lzxid={:#x},lresp={},llat={},minlat={},avglat={:.4},maxlat={}",
+                connection.session_id,
+                operation_name(stats.last_opcode),
+                stats.established_wall_ms,
+                connection.timeout_ms,
+                stats.last_cxid,
+                stats.last_zxid,
+                stats.last_response_ms,
+                stats.last_latency_ms,
+                stats.latency.min_ms,
+                stats.latency.average_ms(),
+                stats.latency.max_ms,
+            );
+        }
+        out.push_str(")\n");
+    }
+    out.push('\n');
+    out
+}
+
+fn conf(view: &View<'_>, dirs: &DirSizes) -> String {
+    let config = view.config;
+    let mut out = String::new();
+    let _ = writeln!(out, "clientPort={}", config.client_addr.port());
+    let _ = writeln!(out, "secureClientPort=-1");
+    let _ = writeln!(out, "dataDir={}", config.data_dir.display());
+    let _ = writeln!(out, "dataDirSize={}", dirs.data_bytes);
+    let _ = writeln!(out, "dataLogDir={}", config.data_log_dir.display());
+    let _ = writeln!(out, "dataLogSize={}", dirs.log_bytes);
+    let _ = writeln!(out, "tickTime={}", config.tick_ms);
+    let _ = writeln!(out, "maxClientCnxns={}", config.connections_per_ip_max);
+    let _ = writeln!(out, "minSessionTimeout={}", config.session_timeout_min_ms);
+    let _ = writeln!(out, "maxSessionTimeout={}", config.session_timeout_max_ms);
+    let _ = writeln!(out, "clientPortListenBacklog=-1");
+    let _ = writeln!(out, "serverId=0");
+    out
+}
+
+fn envi() -> String {
+    let mut out = String::from("Environment:\n");
+    let _ = writeln!(out, "zookeeper.version={ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let _ = writeln!(out, "host.name={}", host.trim());
+    let _ = writeln!(out, "zoolog.version={}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out, "os.name={}", std::env::consts::OS);
+    let _ = writeln!(out, "os.arch={}", std::env::consts::ARCH);
+    let _ = writeln!(out, "user.name={}", std::env::var("USER").unwrap_or_default());
+    let _ = writeln!(out, "user.home={}", std::env::var("HOME").unwrap_or_default());
+    let _ = writeln!(out, "user.dir={}", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default());
+    out
+}
+
+fn mntr(view: &View<'_>) -> String {
+    let latency = &view.stats.latency;
+    let watch_summary = view.watches.summary();
+    let lines: Vec<(&str, String)> = vec![
+        ("zk_version", format!("{ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"))),
+        ("zk_server_state", "standalone".to_owned()),
+        ("zk_avg_latency", format!("{:.4}", latency.average_ms())),
+        ("zk_max_latency", latency.max_ms.to_string()),
+        ("zk_min_latency", latency.min_ms.to_string()),
+        ("zk_packets_received", view.stats.packets_received.to_string()),
+        ("zk_packets_sent", view.stats.packets_sent.to_string()),
+        ("zk_num_alive_connections", view.connections.len().to_string()),
+        ("zk_outstanding_requests", view.outstanding.to_string()),
+        ("zk_znode_count", view.tree.node_count().to_string()),
+        ("zk_watch_count", watch_summary.watches.to_string()),
+        ("zk_ephemerals_count", view.tree.ephemeral_count().to_string()),
+        ("zk_approximate_data_size", view.tree.approximate_data_bytes().to_string()),
+        ("zk_open_file_descriptor_count", open_file_descriptors().to_string()),
+        ("zk_max_file_descriptor_count", max_file_descriptors().to_string()),
+        ("zk_global_sessions", view.sessions.len().to_string()),
+        ("zk_local_sessions", "0".to_owned()),
+        ("zk_last_zxid", view.tree.last_applied_zxid().to_string()),
+    ];
+    lines.iter().map(|(key, value)| format!("{key}\t{value}\n")).collect()
+}
+
+fn open_file_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|entries| entries.count()).unwrap_or(0)
+}
+
+fn max_file_descriptors() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .and_then(|line| line.split_whitespace().nth(3))
+        .and_then(|soft| soft.parse().ok())
+        .unwrap_or(0)
+}
+
+fn wchs(view: &View<'_>) -> String {
+    let summary = view.watches.summary();
+    format!("{} connections watching {} paths\nTotal watches:{}\n", summary.connections, summary.paths, summary.watches)
+}
+
+fn session_of(view: &View<'_>, connection: ConnectionId) -> i64 {
+    view.connections.iter().find(|c| c.id == connection).map_or(0, |c| c.session_id)
+}
+
+fn wchc(view: &View<'_>) -> String {
+    let mut out = String::new();
+    for (connection, paths) in view.watches.paths_by_connection() {
+        let _ = writeln!(out, "{:#x}", session_of(view, connection));
+        for path in paths {
+            let _ = writeln!(out, "\t{path}");
+        }
+    }
+    out.push('\n');
+    out
+}
+
+fn wchp(view: &View<'_>) -> String {
+    let mut out = String::new();
+    for (path, connections) in view.watches.connections_by_path() {
+        let _ = writeln!(out, "{path}");
+        for connection in connections {
+            let _ = writeln!(out, "\t{:#x}", session_of(view, connection));
+        }
+    }
+    out.push('\n');
+    out
+}
+
+fn dump(view: &View<'_>) -> String {
+    let mut out = String::from("SessionTracker dump:\n");
+    let _ = writeln!(out, "Session Sets ({})/({}):", view.sessions.len(), view.sessions.len());
+    let mut sessions = view.sessions.clone();
+    sessions.sort_by_key(|&(_, _, deadline)| deadline);
+    for (session_id, _, deadline_ms) in &sessions {
+        let remaining_ms = deadline_ms.saturating_sub(view.now.monotonic_ms);
+        let _ = writeln!(out, "1 expire at {}:", view.now.wall_ms + remaining_ms as i64);
+        let _ = writeln!(out, "\t{session_id:#x}");
+    }
+    out.push_str("ephemeral nodes dump:\n");
+    let owners: Vec<_> = view.tree.sessions().filter(|(_, info)| !info.ephemerals.is_empty()).collect();
+    let _ = writeln!(out, "Sessions with Ephemerals ({}):", owners.len());
+    for (session_id, info) in owners {
+        let _ = writeln!(out, "{session_id:#x}:");
+        for path in &info.ephemerals {
+            let _ = writeln!(out, "\t{path}");
+        }
+    }
+    out.push_str("Connections dump:\n");
+    let _ = writeln!(out, "Connections Sets (1)/({}):", view.connections.len());
+    let _ = writeln!(out, "{} expire at {}:", view.connections.len(), view.now.wall_ms);
+    for connection in &view.connections {
+        let _ = writeln!(out, "\tip: {} sessionId: {:#x}", peer(connection.peer), connection.session_id);
+    }
+    out
+}

@@ -1,0 +1,438 @@
+//! The tokio shell around [`Core`]: accepts connections, reads frames, writes replies, feeds the
+//! core its inputs on one task and carries out its outputs. All protocol decisions live in the
+//! core; this file only moves bytes and keeps the limits on them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+use zoolog_log::{CommittedBatch, SingleLog, SingleLogConfig};
+use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
+use zoolog_tree::{ConnectionId, DataTree};
+
+use crate::config::ServerConfig;
+use crate::core::{Core, Input, Now, Output};
+use crate::four_letter::{self, DirSizes};
+
+/// Inputs to the core task, from connection tasks and background jobs.
+enum Message {
+    Opened { connection: ConnectionId, peer: SocketAddr, handle: ConnectionHandle },
+    FourLetterWord { connection: ConnectionId, word: String },
+    Core(Input),
+    SnapshotDone,
+}
+
+/// What the core task holds of one connection.
+struct ConnectionHandle {
+    outbox: mpsc::UnboundedSender<Outgoing>,
+    shared: Arc<Shared>,
+    reader: JoinHandle<()>,
+    handshake: Option<oneshot::Sender<bool>>,
+}
+
+/// Counters shared between a connection's tasks and the core task.
+struct Shared {
+    /// One permit per request the connection may have outstanding; the writer returns it with
+    /// the reply, so a client that floods us stops being read.
+    outstanding: Semaphore,
+    /// Bytes queued for the writer; past the limit the client is too slow and is dropped.
+    outbound_bytes: AtomicUsize,
+}
+
+enum Outgoing {
+    Bytes { bytes: Vec<u8>, reply: bool },
+    Close,
+}
+
+/// Why the server could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Log(#[from] zoolog_log::LogError),
+    #[error("the snapshot at position {position} cannot be read: {reason}")]
+    Snapshot { position: u64, reason: String },
+    #[error("cannot listen on {address}: {source}")]
+    Listen { address: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the standalone server (single-node log) until SIGTERM or SIGINT: recovers the tree from
+/// the newest snapshot and the log tail, then serves.
+pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
+    let mut log_config = SingleLogConfig::new(&config.data_log_dir, &config.data_dir);
+    log_config.snapshots_retained = config.snapshots_retained;
+    log_config.entry_bytes_max = log_config.entry_bytes_max.max(config.packet_bytes_max * 2);
+    log_config.queue_bytes_max = log_config.queue_bytes_max.max(log_config.entry_bytes_max);
+    let (log, recovered, committed) = SingleLog::open(log_config)?;
+    let log = Arc::new(log);
+    let tree_config = tree_config(&config);
+    let tree = match &recovered.snapshot {
+        Some((position, bytes)) => DataTree::decode_snapshot(bytes, tree_config)
+            .map_err(|error| ServeError::Snapshot { position: *position, reason: error.to_string() })?,
+        None => DataTree::new(tree_config),
+    };
+    tracing::info!(
+        snapshot = recovered.snapshot.as_ref().map_or(0, |(p, _)| *p),
+        tail_entries = recovered.tail.len(),
+        "recovered"
+    );
+    let result = serve(config, log.clone(), tree, committed, recovered.tail).await;
+    log.close()?;
+    result
+}
+
+fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
+    zoolog_tree::TreeConfig {
+        server_id: config.server_id,
+        extended_types_enabled: config.extended_types_enabled,
+        enforce_quota: config.enforce_quota,
+        skip_acl: config.skip_acl,
+        container_never_used_ms: config.container_never_used_ms,
+    }
+}
+
+async fn serve(config: ServerConfig, log: Arc<SingleLog>, tree: DataTree, committed: mpsc::Receiver<CommittedBatch>, replay: Vec<(u64, bytes::Bytes)>) -> Result<(), ServeError> {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind(config.client_addr)
+        .await
+        .map_err(|source| ServeError::Listen { address: config.client_addr, source })?;
+    tracing::info!(address = %config.client_addr, "serving clients");
+    let clock = Clock::new();
+    let origin: u64 = rand::random();
+    let mut core = Core::new(config.clone(), log.clone(), tree, origin, clock.now());
+    for (position, entry) in replay {
+        let outputs = core.handle(Input::Committed { position: position as i64, entry }, clock.now());
+        debug_assert!(outputs.iter().all(|o| matches!(o, Output::SaveSnapshot { .. })), "replay answers nobody");
+    }
+    let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
+    let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
+    let result = CoreTask { core, config, log, clock, messages, connections: HashMap::new() }.run(inbox, committed).await;
+    accept.abort();
+    result.map_err(ServeError::from)
+}
+
+/// Inputs waiting for the core task; connection readers wait when it is full.
+const INBOX_MESSAGES_MAX: usize = 16_384;
+
+struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Clock { start: Instant::now() }
+    }
+
+    fn now(&self) -> Now {
+        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        Now { wall_ms, monotonic_ms: self.start.elapsed().as_millis() as u64 }
+    }
+}
+
+struct CoreTask {
+    core: Core,
+    config: Arc<ServerConfig>,
+    log: Arc<SingleLog>,
+    clock: Clock,
+    messages: mpsc::Sender<Message>,
+    connections: HashMap<ConnectionId, ConnectionHandle>,
+}
+
+impl CoreTask {
+    async fn run(mut self, mut inbox: mpsc::Receiver<Message>, mut committed: mpsc::Receiver<CommittedBatch>) -> std::io::Result<()> {
+        let tick_ms = (self.config.tick_ms / 4).clamp(50, 500);
+        let mut tick = tokio::time::interval(Duration::from_millis(tick_ms));
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        loop {
+            tokio::select! {
+                Some(message) = inbox.recv() => self.message(message),
+                batch = committed.recv() => match batch {
+                    Some(batch) => for (position, entry) in batch.into_entries() {
+                        self.input(Input::Committed { position: position as i64, entry });
+                    },
+                    None => {
+                        tracing::error!("the log stopped delivering committed entries; shutting down");
+                        return Err(std::io::Error::other("log failed"));
+                    }
+                },
+                _ = tick.tick() => self.input(Input::Tick),
+                _ = terminate.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+        tracing::info!("shutting down");
+        Ok(())
+    }
+
+    fn message(&mut self, message: Message) {
+        match message {
+            Message::Opened { connection, peer, handle } => {
+                self.connections.insert(connection, handle);
+                self.input(Input::Opened { connection, peer });
+            }
+            Message::FourLetterWord { connection, word } => self.four_letter_word(connection, &word),
+            Message::Core(Input::Closed { connection }) => {
+                self.connections.remove(&connection);
+                self.input(Input::Closed { connection });
+            }
+            Message::Core(input) => self.input(input),
+            Message::SnapshotDone => self.core.snapshot_finished(),
+        }
+    }
+
+    fn input(&mut self, input: Input) {
+        let outputs = self.core.handle(input, self.clock.now());
+        for output in outputs {
+            self.output(output);
+        }
+    }
+
+    fn output(&mut self, output: Output) {
+        match output {
+            Output::Write { connection, bytes, reply } => self.send(connection, bytes, reply),
+            Output::Close { connection } => self.close(connection),
+            Output::HandshakeDone { connection, accepted } => {
+                if let Some(sender) = self.connections.get_mut(&connection).and_then(|c| c.handshake.take()) {
+                    let _ = sender.send(accepted);
+                }
+            }
+            Output::SaveSnapshot { tree } => self.save_snapshot(tree),
+        }
+    }
+
+    fn send(&mut self, connection: ConnectionId, bytes: Vec<u8>, reply: bool) {
+        let Some(handle) = self.connections.get(&connection) else { return };
+        let queued = handle.shared.outbound_bytes.fetch_add(bytes.len(), Ordering::Relaxed) + bytes.len();
+        if queued > self.config.outbound_bytes_per_connection_max {
+            tracing::warn!(connection, queued, "dropping a client that does not read its replies");
+            self.close(connection);
+            return;
+        }
+        let _ = handle.outbox.send(Outgoing::Bytes { bytes, reply });
+    }
+
+    /// Flushes and closes; the core forgets the connection at once.
+    fn close(&mut self, connection: ConnectionId) {
+        if let Some(handle) = self.connections.remove(&connection) {
+            handle.reader.abort();
+            let _ = handle.outbox.send(Outgoing::Close);
+            let outputs = self.core.handle(Input::Closed { connection }, self.clock.now());
+            for output in outputs {
+                self.output(output);
+            }
+        }
+    }
+
+    fn four_letter_word(&mut self, connection: ConnectionId, word: &str) {
+        let text = if self.config.four_letter_word_enabled(word) {
+            let dirs = DirSizes { data_bytes: directory_bytes(&self.config.data_dir), log_bytes: directory_bytes(&self.config.data_log_dir) };
+            four_letter::answer(word, &self.core.view(), &dirs)
+        } else {
+            format!("{word} is not executed because it is not in the whitelist.\n")
+        };
+        if let Some(handle) = self.connections.get(&connection) {
+            let _ = handle.outbox.send(Outgoing::Bytes { bytes: text.into_bytes(), reply: false });
+        }
+        self.close(connection);
+    }
+
+    fn save_snapshot(&mut self, tree: DataTree) {
+        let log = self.log.clone();
+        let messages = self.messages.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let mut bytes = Vec::new();
+            tree.encode_snapshot(&mut bytes);
+            let position = tree.last_applied_zxid() as u64;
+            match log.save_snapshot(position, &bytes) {
+                Ok(()) => tracing::info!(position, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot saved"),
+                Err(error) => tracing::error!(%error, position, "snapshot failed"),
+            }
+            let _ = messages.blocking_send(Message::SnapshotDone);
+        });
+    }
+}
+
+fn directory_bytes(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => directory_bytes(&entry.path()),
+            _ => entry.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+async fn accept_loop(listener: TcpListener, config: Arc<ServerConfig>, messages: mpsc::Sender<Message>) {
+    let mut next_connection: ConnectionId = 1;
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = next_connection;
+        next_connection += 1;
+        let (read_half, write_half) = stream.into_split();
+        let shared = Arc::new(Shared {
+            outstanding: Semaphore::new(config.outstanding_requests_per_connection_max),
+            outbound_bytes: AtomicUsize::new(0),
+        });
+        let (outbox, outbox_receiver) = mpsc::unbounded_channel();
+        let (handshake_sender, handshake_receiver) = oneshot::channel();
+        tokio::spawn(write_loop(write_half, outbox_receiver, shared.clone()));
+        let reader = tokio::spawn(read_loop(read_half, connection, config.clone(), messages.clone(), shared.clone(), handshake_receiver));
+        let handle = ConnectionHandle { outbox, shared, reader, handshake: Some(handshake_sender) };
+        if messages.send(Message::Opened { connection, peer, handle }).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_loop(socket: OwnedWriteHalf, mut outbox: mpsc::UnboundedReceiver<Outgoing>, shared: Arc<Shared>) {
+    let mut socket = BufWriter::with_capacity(64 * 1024, socket);
+    while let Some(first) = outbox.recv().await {
+        let mut next = Some(first);
+        // Coalesce everything already queued into one flush.
+        while let Some(message) = next {
+            match message {
+                Outgoing::Bytes { bytes, reply } => {
+                    if socket.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                    shared.outbound_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    if reply {
+                        shared.outstanding.add_permits(1);
+                    }
+                }
+                Outgoing::Close => {
+                    let _ = socket.flush().await;
+                    let _ = socket.shutdown().await;
+                    return;
+                }
+            }
+            next = outbox.try_recv().ok();
+        }
+        if socket.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Why a connection stopped being read.
+enum ReadEnd {
+    /// Closed by the peer or broken: the core must forget the connection.
+    Gone,
+    /// Handed to the core, which closes it (four-letter word, refused handshake).
+    HandedOver,
+}
+
+async fn read_loop(socket: OwnedReadHalf, connection: ConnectionId, config: Arc<ServerConfig>, messages: mpsc::Sender<Message>, shared: Arc<Shared>, handshake: oneshot::Receiver<bool>) {
+    let mut reader = FrameReader { socket, buffer: Vec::new(), bytes_max: config.packet_bytes_max };
+    let end = read_connection(&mut reader, connection, &config, &messages, &shared, handshake).await;
+    if let ReadEnd::Gone = end {
+        let _ = messages.send(Message::Core(Input::Closed { connection })).await;
+    }
+}
+
+async fn read_connection(reader: &mut FrameReader, connection: ConnectionId, config: &ServerConfig, messages: &mpsc::Sender<Message>, shared: &Shared, handshake: oneshot::Receiver<bool>) -> ReadEnd {
+    let deadline = Duration::from_millis(config.handshake_timeout_ms);
+    let first = match tokio::time::timeout(deadline, reader.first_frame()).await {
+        Ok(Ok(first)) => first,
+        Ok(Err(_)) | Err(_) => return ReadEnd::Gone,
+    };
+    let frame = match first {
+        First::FourLetterWord(word) => {
+            let _ = messages.send(Message::FourLetterWord { connection, word }).await;
+            return ReadEnd::HandedOver;
+        }
+        First::Frame(frame) => frame,
+    };
+    let Ok(request) = ConnectRequest::decode(&frame) else { return ReadEnd::Gone };
+    if messages.send(Message::Core(Input::Handshake { connection, request })).await.is_err() {
+        return ReadEnd::Gone;
+    }
+    // Nothing more is read until the session is decided (clients pipeline behind the handshake).
+    if handshake.await != Ok(true) {
+        return ReadEnd::HandedOver;
+    }
+    loop {
+        let Ok(permit) = shared.outstanding.acquire().await else { return ReadEnd::Gone };
+        permit.forget();
+        let Ok(frame) = reader.frame().await else { return ReadEnd::Gone };
+        let input = match decode_request(connection, &frame) {
+            Some(input) => input,
+            None => return ReadEnd::Gone,
+        };
+        if messages.send(Message::Core(input)).await.is_err() {
+            return ReadEnd::Gone;
+        }
+    }
+}
+
+fn decode_request(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
+    if frame.len() < 8 {
+        return None;
+    }
+    let header = RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
+    Some(match Request::decode(header.opcode, &frame[8..]) {
+        Ok(request) => Input::Request { connection, xid: header.xid, request },
+        Err(error) => Input::Undecodable { connection, xid: header.xid, error },
+    })
+}
+
+enum First {
+    FourLetterWord(String),
+    Frame(Vec<u8>),
+}
+
+struct FrameReader {
+    socket: OwnedReadHalf,
+    buffer: Vec<u8>,
+    bytes_max: usize,
+}
+
+impl FrameReader {
+    async fn first_frame(&mut self) -> std::io::Result<First> {
+        let mut prefix = [0u8; 4];
+        self.socket.read_exact(&mut prefix).await?;
+        if let Ok(word) = std::str::from_utf8(&prefix) {
+            if four_letter::WORDS.contains(&word) {
+                return Ok(First::FourLetterWord(word.to_owned()));
+            }
+        }
+        self.payload(prefix).await.map(First::Frame)
+    }
+
+    async fn frame(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut prefix = [0u8; 4];
+        self.socket.read_exact(&mut prefix).await?;
+        self.payload(prefix).await
+    }
+
+    async fn payload(&mut self, prefix: [u8; 4]) -> std::io::Result<Vec<u8>> {
+        let length = frame_length(prefix, self.bytes_max).map_err(|error| {
+            tracing::info!(%error, "closing a connection with a bad frame length");
+            std::io::Error::new(std::io::ErrorKind::InvalidData, error)
+        })?;
+        self.buffer.resize(length, 0);
+        self.socket.read_exact(&mut self.buffer).await?;
+        Ok(std::mem::take(&mut self.buffer))
+    }
+}
+
