@@ -101,7 +101,7 @@ impl DataTree {
     fn ephemerals_of(&self, session_id: i64, prefix: Option<&str>) -> Response {
         let prefix = prefix.filter(|p| !matches!(p.trim_matches(|c: char| c <= ' '), "" | "/"));
         let ephemerals = self.sessions.get(&session_id).map_or_else(Vec::new, |session| {
-            session.ephemerals.iter().filter(|path| prefix.map_or(true, |p| path.starts_with(p))).cloned().collect()
+            session.ephemerals.iter().filter(|path| prefix.is_none_or(|p| path.starts_with(p))).cloned().collect()
         });
         Response::GetEphemerals(GetEphemeralsResponse { ephemerals })
     }

@@ -105,7 +105,7 @@ impl DataTree {
         }
         if index > 0 {
             let parent = path::parent_of(path).and_then(|parent| self.nodes.get(parent));
-            if parent.map_or(true, Node::is_session_ephemeral) {
+            if parent.is_none_or(Node::is_session_ephemeral) {
                 return Err(inconsistent(format!("{path} comes before its parent, or under an ephemeral")));
             }
         }

@@ -201,7 +201,7 @@ impl WatchRegistry {
                 }
                 _ => None,
             };
-            for &connection in collected.iter().filter(|c| suppressed.map_or(true, |s| !s.contains(c))) {
+            for &connection in collected.iter().filter(|c| suppressed.is_none_or(|s| !s.contains(c))) {
                 let may_read = identities(connection).is_some_and(|ids| acl::is_permitted(&trigger.acl, ids, perms::READ, false));
                 if may_read {
                     events.push((connection, event(trigger.event, &trigger.path)));

@@ -444,3 +444,26 @@ fn commands_round_trip_and_reject_garbage() {
     }
     assert!(Command::decode(&[9, 9, 9]).is_err());
 }
+
+#[test]
+fn a_clone_is_a_frozen_snapshot_that_can_cross_threads() {
+    fn send_and_sync<T: Send + Sync>(_: &T) {}
+    let mut h = Harness::new();
+    for index in 0..2_000 {
+        h.must_create(&format!("/n{index}"));
+    }
+    let frozen = h.tree.clone();
+    send_and_sync(&frozen);
+    let mut expected = Vec::new();
+    frozen.encode_snapshot(&mut expected);
+    let writer = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        frozen.encode_snapshot(&mut bytes);
+        bytes
+    });
+    h.write(set_data("/n1", b"changed", -1)).unwrap();
+    h.write(delete("/n2", -1)).unwrap();
+    h.must_create("/later");
+    assert_eq!(writer.join().unwrap(), expected, "later applies do not leak into the frozen clone");
+    assert_eq!(h.tree.node_count(), 4 + 2_000);
+}
