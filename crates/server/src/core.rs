@@ -449,7 +449,10 @@ impl Core {
             // Clients match pings out of band, so the reply may overtake slower replies.
             Request::Ping => self.reply(connection, zoolog_proto::codes::xid::PING, Ok(&Response::Empty)),
             Request::Check(_) => self.unimplemented(connection, xid),
-            request if request.is_write() => self.submit_write(connection, xid, request),
+            // Membership changes belong to the ensemble; a standalone server refuses them here.
+            request if request.is_write() && !matches!(request, Request::Reconfig(_)) => {
+                self.submit_write(connection, xid, request)
+            }
             request => {
                 let state = self.connections.get_mut(&connection).expect("checked above");
                 if let Request::Auth(auth) = &request {

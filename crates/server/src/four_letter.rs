@@ -143,7 +143,7 @@ fn cons(view: &View<'_>) -> String {
         if connection.session_id != 0 {
             let _ = write!(
                 out,
-                ",sid={:#x},lop={},est={},to={},lcxid={:#x},lzxid={:#x},lresp={},llat={},minlat={},avglat={:.4},maxlat={}",
+                ",sid={:#x},lop={},est={},to={},lcxid={:#x},lzxid={:#x},lresp={},llat={},minlat={},avglat={},maxlat={}",
                 connection.session_id,
                 operation_name(stats.last_opcode),
                 stats.established_wall_ms,
@@ -153,7 +153,8 @@ fn cons(view: &View<'_>) -> String {
                 stats.last_response_ms,
                 stats.last_latency_ms,
                 stats.latency.min_ms,
-                stats.latency.average_ms(),
+                // An integer, as ZooKeeper prints it and go-zookeeper parses it.
+                stats.latency.average_ms() as u64,
                 stats.latency.max_ms,
             );
         }
