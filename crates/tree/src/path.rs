@@ -23,13 +23,6 @@ pub fn child_path(parent: &str, name: &str) -> String {
     path
 }
 
-/// True when `path` is `ancestor` or lies below it.
-pub fn is_within(path: &str, ancestor: &str) -> bool {
-    ancestor == "/"
-        || path == ancestor
-        || (path.len() > ancestor.len() && path.starts_with(ancestor) && path.as_bytes()[ancestor.len()] == b'/')
-}
-
 /// The strict ancestors of `path`, nearest first, ending with "/".
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     std::iter::successors(parent_of(path).filter(|_| path != "/"), |p| parent_of(p).filter(|_| *p != "/"))
@@ -80,6 +73,5 @@ mod tests {
         assert_eq!(child_path("/a", "b"), "/a/b");
         assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), ["/a/b", "/a", "/"]);
         assert_eq!(ancestors("/").count(), 0);
-        assert!(is_within("/a/b", "/a") && is_within("/a", "/a") && !is_within("/ab", "/a") && is_within("/x", "/"));
     }
 }
