@@ -9,6 +9,7 @@ connection comes back. The reconnect tests check exactly that contract against t
 import queue
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from test_kazoo_support import (  # noqa: F401  (fixtures)
     ClientFactory,
@@ -209,8 +210,8 @@ def test_failed_multi_fires_no_watches(zk_factory, base):
 def test_watch_set_on_a_failed_read_is_not_left_behind(zk_factory, base):
     writer, watcher = zk_factory(), zk_factory()
     recorder = EventRecorder()
-    with pytest.raises(Exception):
-        watcher.get(base, watch=recorder)  # NoNodeError: no watch is registered
+    with pytest.raises(NoNodeError):
+        watcher.get(base, watch=recorder)  # no watch is registered by a failed read
     writer.create(base)
     writer.set(base, b"x")
     settle(watcher, base)
