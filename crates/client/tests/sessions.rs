@@ -155,6 +155,27 @@ async fn close_ends_the_session_and_its_ephemerals() {
     .await;
 }
 
+/// The server answers an identity it cannot verify with AuthFailed and drops the connection;
+/// the session is then unusable, as with the Java client.
+#[tokio::test]
+async fn a_refused_identity_ends_the_session() {
+    let server = ZkServer::start();
+    let client = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let refused = client.add_auth("no-such-scheme", b"whoever").await;
+        assert_eq!(
+            refused,
+            Err(Error::Server(zoolog_client::ErrorCode::AuthFailed))
+        );
+        assert_eq!(
+            wait_for_state(&client, SessionState::is_final, TEST_TIMEOUT).await,
+            SessionState::AuthFailed
+        );
+        assert_eq!(client.exists("/").await, Err(Error::AuthFailed));
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn connect_gives_up_after_its_timeout() {
     // A listener that accepts but never answers the handshake.
