@@ -198,7 +198,6 @@ fn envi() -> String {
 
 fn mntr(view: &View<'_>) -> String {
     let latency = &view.stats.latency;
-    let watch_summary = view.watches.summary();
     let lines: Vec<(&str, String)> = vec![
         ("zk_version", format!("{ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"))),
         ("zk_server_state", "standalone".to_owned()),
@@ -210,7 +209,7 @@ fn mntr(view: &View<'_>) -> String {
         ("zk_num_alive_connections", view.connections.len().to_string()),
         ("zk_outstanding_requests", view.outstanding.to_string()),
         ("zk_znode_count", view.tree.node_count().to_string()),
-        ("zk_watch_count", watch_summary.watches.to_string()),
+        ("zk_watch_count", view.watches.watch_count().to_string()),
         ("zk_ephemerals_count", view.tree.ephemeral_count().to_string()),
         ("zk_approximate_data_size", view.tree.approximate_data_bytes().to_string()),
         ("zk_open_file_descriptor_count", open_file_descriptors().to_string()),

@@ -245,27 +245,37 @@ impl WatchRegistry {
         events
     }
 
-    /// Totals for wchs and mntr.
+    /// Totals for wchs. Like ZooKeeper's wchs, wchc and wchp, this describes the data table only
+    /// (getData, exists and addWatch watches); child watches show only in [`Self::watch_count`].
     pub fn summary(&self) -> WatchSummary {
-        let child_only_paths = self.child.keys().filter(|path| !self.data.contains_key(*path)).count();
+        let connections: BTreeSet<ConnectionId> = self.data.values().flat_map(|entries| entries.keys().copied()).collect();
         WatchSummary {
-            connections: self.by_connection.len(),
-            paths: self.data.len() + child_only_paths,
-            watches: self.data.values().chain(self.child.values()).map(BTreeMap::len).sum(),
+            connections: connections.len(),
+            paths: self.data.len(),
+            watches: self.data.values().map(BTreeMap::len).sum(),
         }
     }
 
-    /// Each connection's watched paths, both sorted (wchc).
+    /// Every watch in both tables (mntr's zk_watch_count).
+    pub fn watch_count(&self) -> usize {
+        self.data.values().chain(self.child.values()).map(BTreeMap::len).sum()
+    }
+
+    /// Each connection's data-watched paths, both sorted (wchc).
     pub fn paths_by_connection(&self) -> Vec<(ConnectionId, Vec<String>)> {
-        self.by_connection.iter().map(|(connection, paths)| (*connection, paths.iter().cloned().collect())).collect()
+        let mut by_connection: BTreeMap<ConnectionId, BTreeSet<&str>> = BTreeMap::new();
+        for (path, entries) in &self.data {
+            for connection in entries.keys() {
+                by_connection.entry(*connection).or_default().insert(path);
+            }
+        }
+        by_connection.into_iter().map(|(connection, paths)| (connection, paths.into_iter().map(str::to_owned).collect())).collect()
     }
 
-    /// Each watched path's connections, both sorted (wchp).
+    /// Each data-watched path's connections, both sorted (wchp).
     pub fn connections_by_path(&self) -> Vec<(String, Vec<ConnectionId>)> {
-        let mut by_path: BTreeMap<&str, BTreeSet<ConnectionId>> = BTreeMap::new();
-        for (path, entries) in self.data.iter().chain(self.child.iter()) {
-            by_path.entry(path).or_default().extend(entries.keys());
-        }
-        by_path.into_iter().map(|(path, connections)| (path.to_owned(), connections.into_iter().collect())).collect()
+        let by_path: BTreeMap<&String, Vec<ConnectionId>> =
+            self.data.iter().map(|(path, entries)| (path, entries.keys().copied().collect())).collect();
+        by_path.into_iter().map(|(path, connections)| (path.clone(), connections)).collect()
     }
 }

@@ -6,6 +6,7 @@ use crate::node::{Node, NodeKind};
 use crate::path;
 use crate::tree::{is_protected, DataTree, Txn};
 use imbl::OrdSet;
+use std::borrow::Cow;
 use std::sync::Arc;
 use zoolog_proto::codes::perms;
 use zoolog_proto::request::allowed_in_multi;
@@ -229,8 +230,9 @@ impl DataTree {
         let triggers_before = txn.triggers.len();
         let mut results = Vec::with_capacity(ops.len());
         for (index, op) in ops.iter().enumerate() {
-            match attempt.write_op(txn, op) {
-                Ok(response) => results.push(multi_result(op, response)),
+            let op = rebuilt_from_flags(op);
+            match attempt.write_op(txn, &op) {
+                Ok(response) => results.push(multi_result(&op, response)),
                 Err(code) => {
                     txn.triggers.truncate(triggers_before);
                     return Ok(Response::Multi(failed_multi_results(ops.len(), index, code)));
@@ -240,6 +242,34 @@ impl DataTree {
         *self = attempt;
         Ok(Response::Multi(results))
     }
+}
+
+/// The reference server rebuilds each create op of a multi from its flags alone, whatever opcode
+/// it came with (found by the differential test against Apache ZooKeeper): create2 runs as a
+/// plain create and reports type 1, a container flag runs as createContainer, and a createTTL
+/// whose flags are not a TTL mode runs as a plain create with its ttl dropped. An op with a TTL
+/// flag but no ttl field is left alone for the create checks to refuse.
+fn rebuilt_from_flags(op: &Request) -> Cow<'_, Request> {
+    let (create, ttl) = match op {
+        Request::Create(create) | Request::Create2(create) | Request::CreateContainer(create) => (create.clone(), None),
+        Request::CreateTtl(r) => {
+            let create = CreateRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags };
+            (create, Some(r.ttl))
+        }
+        other => return Cow::Borrowed(other),
+    };
+    Cow::Owned(match (CreateMode::from_i32(create.flags), ttl) {
+        (Some(mode), Some(ttl)) if mode.is_ttl() => Request::CreateTtl(CreateTtlRequest {
+            path: create.path,
+            data: create.data,
+            acl: create.acl,
+            flags: create.flags,
+            ttl,
+        }),
+        (Some(mode), None) if mode.is_ttl() => return Cow::Borrowed(op),
+        (Some(CreateMode::Container), _) => Request::CreateContainer(create),
+        _ => Request::Create(create),
+    })
 }
 
 /// The parent of a path a client may delete: BADARGUMENTS for paths without '/', with NUL, or

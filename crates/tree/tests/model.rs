@@ -292,6 +292,7 @@ impl Model {
                 let saved = self.clone();
                 let mut results = vec![];
                 for (i, op) in ops.iter().enumerate() {
+                    let op = &model_multi_op(op);
                     match self.op(c, op) {
                         Ok(Response::Create(r)) => results.push(MultiResult::Create(r)),
                         Ok(Response::Create2(r)) => results.push(MultiResult::Create2(r)),
@@ -502,5 +503,20 @@ fn run(seed: u64) {
 fn tree_matches_the_reference_model() {
     for seed in 0..SEEDS {
         run(seed);
+    }
+}
+
+/// Inside a multi Apache ZooKeeper picks the create variant from the flags: a TTL flag keeps a
+/// createTTL as it is, a container flag makes createContainer, anything else a plain create.
+fn model_multi_op(op: &Request) -> Request {
+    let plain = |path: &String, data: &Data, acl: &Option<Vec<Acl>>, flags: i32| CreateRequest { path: path.clone(), data: data.clone(), acl: acl.clone(), flags };
+    match op {
+        Request::CreateTtl(r) if r.flags == 5 || r.flags == 6 => op.clone(),
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) if r.flags == 5 || r.flags == 6 => op.clone(),
+        Request::CreateTtl(r) if r.flags == 4 => Request::CreateContainer(plain(&r.path, &r.data, &r.acl, r.flags)),
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) if r.flags == 4 => Request::CreateContainer(r.clone()),
+        Request::CreateTtl(r) => Request::Create(plain(&r.path, &r.data, &r.acl, r.flags)),
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => Request::Create(r.clone()),
+        other => other.clone(),
     }
 }
