@@ -170,11 +170,15 @@ class Side:
     conns: list[Optional[Connection]] = field(default_factory=lambda: [None] * SLOTS)
     sessions: dict[int, str] = field(default_factory=dict)  # session id -> logical name
 
-    def open(self, slot: int, label: str) -> None:
+    def open(self, slot: int, label: str) -> dict[str, Any]:
+        """Open a session; returns the comparable part of the ConnectResponse."""
         conn = Connection.open(self.hosts, timeout_ms=40000)
-        assert conn.handshake is not None and conn.handshake.session_id != 0
-        self.sessions[conn.handshake.session_id] = label
+        hs = conn.handshake
+        assert hs is not None and hs.session_id != 0
+        self.sessions[hs.session_id] = label
         self.conns[slot] = conn
+        return {"timeout": hs.timeout_ms, "size": hs.size, "passwd_len": len(hs.passwd),
+                "read_only": hs.read_only}
 
     def close_all(self) -> None:
         for conn in self.conns:
@@ -300,8 +304,7 @@ class Generator:
                 conn = side.conns[slot]
                 assert conn is not None
                 res = norm_result(z.CLOSE_SESSION, conn.close_session(), side.sessions)
-                side.open(slot, label)
-                return [res]
+                return [res, side.open(slot, label)]
             return Op(f"closeSession, reopen as {label}", slot, close_and_reopen)
         if r < 0.07:
             scheme, cred = rng.choice(AUTHS)
@@ -353,8 +356,8 @@ def run_stream(reference: Side, candidate: Side, seed: int, ops: int) -> None:
     gen = Generator(seed)
     order = ZxOrder()
     for slot in range(SLOTS):
-        for side in (reference, candidate):
-            side.open(slot, f"session{slot}.0")
+        a, b = (side.open(slot, f"session{slot}.0") for side in (reference, candidate))
+        assert a == b, f"ConnectResponse differs: {reference.name} {a}, {candidate.name} {b}"
     history: list[str] = []
     for index in range(ops):
         op = gen.next_op()
