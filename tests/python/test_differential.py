@@ -245,6 +245,8 @@ class Generator:
             return self.create_request()
         if kind == "delete":
             path, v = self.path(), rng.choice(VERSIONS)
+            if rng.random() < 0.05:
+                path = "/zookeeper/config"  # protected: BADARGUMENTS
             return z.DELETE, z.path_version_body(path, v), f"delete {path!r} v={v}"
         if kind == "set":
             path, data, v = self.path(), rng.choice(DATAS), rng.choice(VERSIONS)
