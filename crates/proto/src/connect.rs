@@ -32,8 +32,19 @@ impl ConnectRequest {
         let timeout_ms = i32::read_from(reader)?;
         let session_id = i64::read_from(reader)?;
         let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-        let read_only = if reader.remaining() > 0 { Some(bool::read_from(reader)?) } else { None };
-        Ok(ConnectRequest { protocol_version, last_zxid_seen, timeout_ms, session_id, password, read_only })
+        let read_only = if reader.remaining() > 0 {
+            Some(bool::read_from(reader)?)
+        } else {
+            None
+        };
+        Ok(ConnectRequest {
+            protocol_version,
+            last_zxid_seen,
+            timeout_ms,
+            session_id,
+            password,
+            read_only,
+        })
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -69,13 +80,29 @@ impl ConnectResponse {
         let timeout_ms = i32::read_from(reader)?;
         let session_id = i64::read_from(reader)?;
         let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-        let read_only = if reader.remaining() > 0 { Some(bool::read_from(reader)?) } else { None };
-        Ok(ConnectResponse { protocol_version, timeout_ms, session_id, password, read_only })
+        let read_only = if reader.remaining() > 0 {
+            Some(bool::read_from(reader)?)
+        } else {
+            None
+        };
+        Ok(ConnectResponse {
+            protocol_version,
+            timeout_ms,
+            session_id,
+            password,
+            read_only,
+        })
     }
 
     /// The reply to a reconnect that failed (expired, unknown or wrong password): timeout 0,
     /// session 0 and a zeroed password, so the Java, C and Go clients all see "expired".
     pub fn expired(read_only: Option<bool>) -> Self {
-        ConnectResponse { protocol_version: 0, timeout_ms: 0, session_id: 0, password: vec![0; 16], read_only }
+        ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 0,
+            session_id: 0,
+            password: vec![0; 16],
+            read_only,
+        }
     }
 }

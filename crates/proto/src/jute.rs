@@ -34,7 +34,10 @@ impl<'a> Reader<'a> {
 
     pub fn take(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
         if count > self.remaining() {
-            return Err(DecodeError::Truncated { offset: self.offset, wanted: count });
+            return Err(DecodeError::Truncated {
+                offset: self.offset,
+                wanted: count,
+            });
         }
         let slice = &self.bytes[self.offset..self.offset + count];
         self.offset += count;
@@ -53,9 +56,13 @@ impl<'a> Reader<'a> {
         if length == -1 {
             return Ok(None);
         }
-        let length = usize::try_from(length).map_err(|_| DecodeError::BadLength { offset, length })?;
+        let length =
+            usize::try_from(length).map_err(|_| DecodeError::BadLength { offset, length })?;
         if length.saturating_mul(min_element_bytes) > self.remaining() {
-            return Err(DecodeError::BadLength { offset, length: length as i32 });
+            return Err(DecodeError::BadLength {
+                offset,
+                length: length as i32,
+            });
         }
         Ok(Some(length))
     }
@@ -133,7 +140,8 @@ impl Jute for Option<String> {
             Some(length) => {
                 let offset = reader.offset;
                 let bytes = reader.take(length)?;
-                let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::BadUtf8 { offset })?;
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| DecodeError::BadUtf8 { offset })?;
                 Ok(Some(text.to_owned()))
             }
         }
@@ -176,7 +184,10 @@ impl<T: Jute> Jute for Option<Vec<T>> {
     fn read_from(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         match reader.length(1)? {
             None => Ok(None),
-            Some(count) => (0..count).map(|_| T::read_from(reader)).collect::<Result<Vec<_>, _>>().map(Some),
+            Some(count) => (0..count)
+                .map(|_| T::read_from(reader))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
         }
     }
 }

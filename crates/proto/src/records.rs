@@ -194,6 +194,9 @@ impl Stat {
 
 impl Id {
     pub fn new(scheme: &str, id: &str) -> Self {
-        Id { scheme: scheme.to_owned(), id: id.to_owned() }
+        Id {
+            scheme: scheme.to_owned(),
+            id: id.to_owned(),
+        }
     }
 }

@@ -142,7 +142,9 @@ impl Request {
             OpCode::WhoAmI => Request::WhoAmI,
             OpCode::CloseSession => Request::CloseSession,
             OpCode::Notification | OpCode::CreateSession | OpCode::Error => {
-                return Err(DecodeError::UnknownOpcode { opcode: opcode.code() })
+                return Err(DecodeError::UnknownOpcode {
+                    opcode: opcode.code(),
+                })
             }
         })
     }
@@ -150,15 +152,19 @@ impl Request {
     /// Encodes the body (without the RequestHeader).
     pub fn write_body(&self, out: &mut Vec<u8>) {
         match self {
-            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => r.write_to(out),
+            Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => {
+                r.write_to(out)
+            }
             Request::CreateTtl(r) => r.write_to(out),
             Request::Delete(r) => r.write_to(out),
-            Request::DeleteContainer(r) | Request::GetAcl(r) | Request::Sync(r) | Request::GetAllChildrenNumber(r) => {
-                r.write_to(out)
-            }
-            Request::Exists(r) | Request::GetData(r) | Request::GetChildren(r) | Request::GetChildren2(r) => {
-                r.write_to(out)
-            }
+            Request::DeleteContainer(r)
+            | Request::GetAcl(r)
+            | Request::Sync(r)
+            | Request::GetAllChildrenNumber(r) => r.write_to(out),
+            Request::Exists(r)
+            | Request::GetData(r)
+            | Request::GetChildren(r)
+            | Request::GetChildren2(r) => r.write_to(out),
             Request::SetData(r) => r.write_to(out),
             Request::SetAcl(r) => r.write_to(out),
             Request::Check(r) => r.write_to(out),
@@ -178,7 +184,11 @@ impl Request {
     /// The whole frame payload: RequestHeader then body.
     pub fn encode(&self, xid: i32) -> Vec<u8> {
         let mut out = Vec::new();
-        RequestHeader { xid, opcode: self.opcode().code() }.write_to(&mut out);
+        RequestHeader {
+            xid,
+            opcode: self.opcode().code(),
+        }
+        .write_to(&mut out);
         self.write_body(&mut out);
         out
     }
@@ -211,15 +221,27 @@ fn read_multi(reader: &mut Reader<'_>, multi: OpCode) -> Result<Vec<Request>, De
         }
         let opcode = OpCode::from_i32(header.opcode)
             .filter(|&opcode| allowed_in_multi(multi, opcode))
-            .ok_or(DecodeError::BadMultiOp { opcode: header.opcode })?;
+            .ok_or(DecodeError::BadMultiOp {
+                opcode: header.opcode,
+            })?;
         ops.push(Request::read_body(opcode, reader)?);
     }
 }
 
 fn write_multi(ops: &[Request], out: &mut Vec<u8>) {
     for op in ops {
-        MultiHeader { opcode: op.opcode().code(), done: false, err: -1 }.write_to(out);
+        MultiHeader {
+            opcode: op.opcode().code(),
+            done: false,
+            err: -1,
+        }
+        .write_to(out);
         op.write_body(out);
     }
-    MultiHeader { opcode: -1, done: true, err: -1 }.write_to(out);
+    MultiHeader {
+        opcode: -1,
+        done: true,
+        err: -1,
+    }
+    .write_to(out);
 }

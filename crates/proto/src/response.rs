@@ -63,7 +63,12 @@ impl MultiResult {
             MultiResult::Error(code) => code.code(),
             _ => 0,
         };
-        MultiHeader { opcode: self.opcode(), done: false, err }.write_to(out);
+        MultiHeader {
+            opcode: self.opcode(),
+            done: false,
+            err,
+        }
+        .write_to(out);
         match self {
             MultiResult::Create(r) => r.write_to(out),
             MultiResult::Create2(r) => r.write_to(out),
@@ -76,7 +81,9 @@ impl MultiResult {
     }
 
     fn read_from(header: &MultiHeader, reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let opcode = OpCode::from_i32(header.opcode).ok_or(DecodeError::BadMultiOp { opcode: header.opcode })?;
+        let opcode = OpCode::from_i32(header.opcode).ok_or(DecodeError::BadMultiOp {
+            opcode: header.opcode,
+        })?;
         Ok(match opcode {
             OpCode::Create => MultiResult::Create(Jute::read_from(reader)?),
             OpCode::Create2 => MultiResult::Create2(Jute::read_from(reader)?),
@@ -87,10 +94,15 @@ impl MultiResult {
             OpCode::GetData => MultiResult::GetData(Jute::read_from(reader)?),
             OpCode::Error => {
                 let body = ErrorResponse::read_from(reader)?;
-                let code = ErrorCode::from_i32(body.err).ok_or(DecodeError::UnknownErrorCode { code: body.err })?;
+                let code = ErrorCode::from_i32(body.err)
+                    .ok_or(DecodeError::UnknownErrorCode { code: body.err })?;
                 MultiResult::Error(code)
             }
-            _ => return Err(DecodeError::BadMultiOp { opcode: header.opcode }),
+            _ => {
+                return Err(DecodeError::BadMultiOp {
+                    opcode: header.opcode,
+                })
+            }
         })
     }
 }
@@ -111,7 +123,12 @@ impl Response {
                 for result in results {
                     result.write_to(out);
                 }
-                MultiHeader { opcode: -1, done: true, err: -1 }.write_to(out);
+                MultiHeader {
+                    opcode: -1,
+                    done: true,
+                    err: -1,
+                }
+                .write_to(out);
             }
             Response::GetAllChildrenNumber(r) => r.write_to(out),
             Response::GetEphemerals(r) => r.write_to(out),
@@ -126,15 +143,21 @@ impl Response {
         let reader = &mut Reader::new(body);
         Ok(match opcode {
             OpCode::Create => Response::Create(Jute::read_from(reader)?),
-            OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => Response::Create2(Jute::read_from(reader)?),
-            OpCode::Exists | OpCode::SetData | OpCode::SetAcl => Response::Stat(Jute::read_from(reader)?),
+            OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
+                Response::Create2(Jute::read_from(reader)?)
+            }
+            OpCode::Exists | OpCode::SetData | OpCode::SetAcl => {
+                Response::Stat(Jute::read_from(reader)?)
+            }
             OpCode::GetData | OpCode::Reconfig => Response::GetData(Jute::read_from(reader)?),
             OpCode::GetAcl => Response::GetAcl(Jute::read_from(reader)?),
             OpCode::GetChildren => Response::GetChildren(Jute::read_from(reader)?),
             OpCode::GetChildren2 => Response::GetChildren2(Jute::read_from(reader)?),
             OpCode::Sync => Response::Sync(Jute::read_from(reader)?),
             OpCode::Multi | OpCode::MultiRead => Response::Multi(read_multi_results(reader)?),
-            OpCode::GetAllChildrenNumber => Response::GetAllChildrenNumber(Jute::read_from(reader)?),
+            OpCode::GetAllChildrenNumber => {
+                Response::GetAllChildrenNumber(Jute::read_from(reader)?)
+            }
             OpCode::GetEphemerals => Response::GetEphemerals(Jute::read_from(reader)?),
             OpCode::WhoAmI => Response::WhoAmI(Jute::read_from(reader)?),
             OpCode::AddWatch => Response::AddWatch(Jute::read_from(reader)?),
@@ -163,12 +186,22 @@ pub fn encode_reply(xid: i32, zxid: i64, result: Result<&Response, ErrorCode>, o
             ReplyHeader { xid, zxid, err: 0 }.write_to(out);
             response.write_to(out);
         }
-        Err(code) => ReplyHeader { xid, zxid, err: code.code() }.write_to(out),
+        Err(code) => ReplyHeader {
+            xid,
+            zxid,
+            err: code.code(),
+        }
+        .write_to(out),
     }
 }
 
 /// A watch notification frame payload.
 pub fn encode_notification(zxid: i64, event: &WatcherEvent, out: &mut Vec<u8>) {
-    ReplyHeader { xid: crate::codes::xid::NOTIFICATION, zxid, err: 0 }.write_to(out);
+    ReplyHeader {
+        xid: crate::codes::xid::NOTIFICATION,
+        zxid,
+        err: 0,
+    }
+    .write_to(out);
     event.write_to(out);
 }

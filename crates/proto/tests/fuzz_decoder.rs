@@ -9,14 +9,42 @@ use zoolog_proto::*;
 const ITERATIONS: usize = 200_000;
 
 fn seed_frames() -> Vec<Vec<u8>> {
-    let create = CreateRequest { path: "/a/b".into(), data: Some(b"xy".to_vec()), acl: Some(vec![Acl { perms: 31, id: Id::new("world", "anyone") }]), flags: 3 };
-    let requests = vec![
+    let create = CreateRequest {
+        path: "/a/b".into(),
+        data: Some(b"xy".to_vec()),
+        acl: Some(vec![Acl {
+            perms: 31,
+            id: Id::new("world", "anyone"),
+        }]),
+        flags: 3,
+    };
+    let requests = [
         Request::Create(create.clone()),
-        Request::Multi(vec![Request::Create2(create), Request::Delete(DeleteRequest { path: "/a".into(), version: -1 })]),
-        Request::MultiRead(vec![Request::GetData(PathWatchRequest { path: "/a".into(), watch: true })]),
-        Request::SetWatches2(SetWatches2 { relative_zxid: 9, data_watches: vec!["/x".into()], ..Default::default() }),
-        Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Some(b"u:p".to_vec()) }),
-        Request::Reconfig(ReconfigRequest { joining_servers: Some("server.1=a:1:2".into()), ..Default::default() }),
+        Request::Multi(vec![
+            Request::Create2(create),
+            Request::Delete(DeleteRequest {
+                path: "/a".into(),
+                version: -1,
+            }),
+        ]),
+        Request::MultiRead(vec![Request::GetData(PathWatchRequest {
+            path: "/a".into(),
+            watch: true,
+        })]),
+        Request::SetWatches2(SetWatches2 {
+            relative_zxid: 9,
+            data_watches: vec!["/x".into()],
+            ..Default::default()
+        }),
+        Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: "digest".into(),
+            auth: Some(b"u:p".to_vec()),
+        }),
+        Request::Reconfig(ReconfigRequest {
+            joining_servers: Some("server.1=a:1:2".into()),
+            ..Default::default()
+        }),
     ];
     requests.iter().map(|request| request.encode(7)).collect()
 }
@@ -26,7 +54,8 @@ fn decode_frame(frame: &[u8]) {
         let _ = ConnectRequest::decode(frame);
         return;
     }
-    let header = RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
+    let header =
+        RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
     let _ = Request::decode(header.opcode, &frame[8..]);
     let _ = ConnectRequest::decode(frame);
     for opcode in OpCode::ALL {
@@ -36,7 +65,10 @@ fn decode_frame(frame: &[u8]) {
 
 #[test]
 fn decoder_survives_random_and_mutated_frames() {
-    let seed: u64 = std::env::var("ZOOLOG_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
+    let seed: u64 = std::env::var("ZOOLOG_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
     let mut rng = StdRng::seed_from_u64(seed);
     let seeds = seed_frames();
     for frame in &seeds {

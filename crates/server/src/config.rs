@@ -165,8 +165,8 @@ const DEFAULT_DATA_DIR: &str = "./zoolog-data";
 const INT_MAX: i64 = i32::MAX as i64;
 /// The words Apache ZooKeeper 3.9 knows; others in a whitelist get a warning (and are kept).
 const KNOWN_FOUR_LETTER_WORDS: &[&str] = &[
-    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst", "srvr",
-    "stat", "stmk", "wchc", "wchp", "wchs",
+    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst",
+    "srvr", "stat", "stmk", "wchc", "wchp", "wchs",
 ];
 
 impl ServerConfig {
@@ -188,14 +188,26 @@ impl ServerConfig {
     ///
     /// Log lines (ignored keys, adjusted values) go through `tracing`, so a subscriber should be
     /// installed before this is called.
-    pub fn from_args(args: &[String], env_jvm_flags: Option<&str>) -> Result<ServerConfig, ConfigError> {
+    pub fn from_args(
+        args: &[String],
+        env_jvm_flags: Option<&str>,
+    ) -> Result<ServerConfig, ConfigError> {
         let parsed = parse_command_line(args)?;
         let mut b = Builder::new();
 
         if let Some(path) = &parsed.file {
             for entry in read_config_file(path)? {
-                let origin = Origin::File { path: path.clone(), line: entry.line };
-                b.apply(&entry.key, &entry.value, &origin, KeySpace::File, entry.array)?;
+                let origin = Origin::File {
+                    path: path.clone(),
+                    line: entry.line,
+                };
+                b.apply(
+                    &entry.key,
+                    &entry.value,
+                    &origin,
+                    KeySpace::File,
+                    entry.array,
+                )?;
             }
         }
         if !parsed.positional.is_empty() {
@@ -214,14 +226,26 @@ impl ServerConfig {
                             tracing::warn!("SERVER_JVMFLAGS: {token:?}: no property name; ignored");
                             continue;
                         }
-                        b.apply(name, value, &Origin::JvmFlags, KeySpace::SystemProperty, false)?;
+                        b.apply(
+                            name,
+                            value,
+                            &Origin::JvmFlags,
+                            KeySpace::SystemProperty,
+                            false,
+                        )?;
                     }
                     None => tracing::info!("SERVER_JVMFLAGS: {token:?} is a JVM option; ignored"),
                 }
             }
         }
         for (name, value) in &parsed.properties {
-            b.apply(name, value, &Origin::Argument, KeySpace::SystemProperty, false)?;
+            b.apply(
+                name,
+                value,
+                &Origin::Argument,
+                KeySpace::SystemProperty,
+                false,
+            )?;
         }
         b.finish()
     }
@@ -269,19 +293,38 @@ pub enum ConfigError {
     Unreadable { path: PathBuf, source: io::Error },
     /// The file is not valid TOML (or holds a malformed `\uXXXX` escape).
     #[error("{}, line {line}: {message}", .path.display())]
-    Syntax { path: PathBuf, line: usize, message: String },
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     /// A setting has a value that cannot be used.
     #[error("{origin}: {key}: {reason} (value {value:?})")]
-    Invalid { origin: Origin, key: String, value: String, reason: String },
+    Invalid {
+        origin: Origin,
+        key: String,
+        value: String,
+        reason: String,
+    },
     /// minSessionTimeout ended up larger than maxSessionTimeout.
     #[error("{}", session_timeouts_message(*.min_ms, .min_origin, *.max_ms, .max_origin))]
-    SessionTimeouts { min_ms: u64, min_origin: Option<Origin>, max_ms: u64, max_origin: Option<Origin> },
+    SessionTimeouts {
+        min_ms: u64,
+        min_origin: Option<Origin>,
+        max_ms: u64,
+        max_origin: Option<Origin>,
+    },
     /// `<dataDir>/myid` exists but does not hold a server id.
     #[error("{}: {reason}", .path.display())]
     MyId { path: PathBuf, reason: String },
 }
 
-fn session_timeouts_message(min_ms: u64, min_origin: &Option<Origin>, max_ms: u64, max_origin: &Option<Origin>) -> String {
+fn session_timeouts_message(
+    min_ms: u64,
+    min_origin: &Option<Origin>,
+    max_ms: u64,
+    max_origin: &Option<Origin>,
+) -> String {
     let from = |origin: &Option<Origin>, multiple: u32| match origin {
         Some(origin) => format!("set at {origin}"),
         None => format!("the default, {multiple} × tickTime"),
@@ -318,7 +361,9 @@ fn parse_command_line(args: &[String]) -> Result<CommandLine, ConfigError> {
         } else if let Some(property) = arg.strip_prefix("-D") {
             let (name, value) = property.split_once('=').unwrap_or((property, ""));
             if name.is_empty() {
-                return Err(ConfigError::Usage(format!("{arg:?}: expected -Dname=value")));
+                return Err(ConfigError::Usage(format!(
+                    "{arg:?}: expected -Dname=value"
+                )));
             }
             out.properties.push((name.to_owned(), value.to_owned()));
         } else if arg.starts_with('-') && arg.len() > 1 {
@@ -339,7 +384,10 @@ fn parse_command_line(args: &[String]) -> Result<CommandLine, ConfigError> {
         (None, 1) => out.file = Some(PathBuf::from(out.positional.pop().expect("one positional"))),
         (None, 2..=4) => {}
         (None, _) => {
-            return Err(ConfigError::Usage(format!("too many arguments: {:?}", out.positional.join(" "))));
+            return Err(ConfigError::Usage(format!(
+                "too many arguments: {:?}",
+                out.positional.join(" ")
+            )));
         }
     }
     Ok(out)
@@ -370,10 +418,17 @@ struct Entry {
 
 fn read_config_file(path: &Path) -> Result<Vec<Entry>, ConfigError> {
     let bytes = std::fs::read(path).map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => ConfigError::NotFound { path: path.to_owned() },
-        _ => ConfigError::Unreadable { path: path.to_owned(), source },
+        io::ErrorKind::NotFound => ConfigError::NotFound {
+            path: path.to_owned(),
+        },
+        _ => ConfigError::Unreadable {
+            path: path.to_owned(),
+            source,
+        },
     })?;
-    let is_toml = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    let is_toml = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
     if is_toml {
         let text = String::from_utf8(bytes).map_err(|e| ConfigError::Unreadable {
             path: path.to_owned(),
@@ -419,10 +474,19 @@ fn parse_properties(path: &Path, text: &str) -> Result<Vec<Entry>, ConfigError> 
             }
         }
         let (raw_key, raw_value) = split_property(&logical);
-        let syntax = |message: String| ConfigError::Syntax { path: path.to_owned(), line, message };
+        let syntax = |message: String| ConfigError::Syntax {
+            path: path.to_owned(),
+            line,
+            message,
+        };
         let key = unescape_property(raw_key).map_err(syntax)?;
         let value = unescape_property(raw_value).map_err(syntax)?;
-        entries.push(Entry { key: key.trim().to_owned(), value: value.trim().to_owned(), line, array: false });
+        entries.push(Entry {
+            key: key.trim().to_owned(),
+            value: value.trim().to_owned(),
+            line,
+            array: false,
+        });
     }
     Ok(entries)
 }
@@ -583,7 +647,10 @@ impl<'de> Visitor<'de> for NodeVisitor {
                     }
                 }
                 let node = node.ok_or_else(|| de::Error::missing_field(SPANNED_VALUE))?;
-                return Ok(Located { start: Some(start), node });
+                return Ok(Located {
+                    start: Some(start),
+                    node,
+                });
             }
             if items.is_empty() && key == TOML_DATETIME_FIELD {
                 return unlocated(TomlNode::Scalar(map.next_value::<String>()?));
@@ -596,7 +663,11 @@ impl<'de> Visitor<'de> for NodeVisitor {
 
 fn line_of(text: &str, offset: usize) -> usize {
     let offset = offset.min(text.len());
-    text.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Reads a TOML file into dotted keys: nested tables are flattened, so `[autopurge]`
@@ -616,7 +687,10 @@ fn parse_toml(path: &Path, text: &str) -> Result<Vec<Entry>, ConfigError> {
     for entry in &entries {
         if let Some(first) = seen.insert(&entry.key, entry.line) {
             return Err(ConfigError::Invalid {
-                origin: Origin::File { path: path.to_owned(), line: entry.line },
+                origin: Origin::File {
+                    path: path.to_owned(),
+                    line: entry.line,
+                },
                 key: entry.key.clone(),
                 value: entry.value.clone(),
                 reason: format!("already set on line {first}"),
@@ -634,11 +708,20 @@ fn flatten_toml(
     out: &mut Vec<Entry>,
 ) -> Result<(), ConfigError> {
     for (key, located) in items {
-        let key = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
+        let key = if prefix.is_empty() {
+            key
+        } else {
+            format!("{prefix}.{key}")
+        };
         let line = located.start.map_or(0, |start| line_of(text, start));
         match located.node {
             TomlNode::Table(children) => flatten_toml(path, text, &key, children, out)?,
-            TomlNode::Scalar(value) => out.push(Entry { key, value, line, array: false }),
+            TomlNode::Scalar(value) => out.push(Entry {
+                key,
+                value,
+                line,
+                array: false,
+            }),
             TomlNode::Array(items) => {
                 let mut values = Vec::with_capacity(items.len());
                 for item in items {
@@ -646,7 +729,10 @@ fn flatten_toml(
                         TomlNode::Scalar(value) => values.push(value),
                         _ => {
                             return Err(ConfigError::Invalid {
-                                origin: Origin::File { path: path.to_owned(), line },
+                                origin: Origin::File {
+                                    path: path.to_owned(),
+                                    line,
+                                },
                                 key,
                                 value: "[...]".to_owned(),
                                 reason: "expected an array of strings".to_owned(),
@@ -654,7 +740,12 @@ fn flatten_toml(
                         }
                     }
                 }
-                out.push(Entry { key, value: values.join(","), line, array: true });
+                out.push(Entry {
+                    key,
+                    value: values.join(","),
+                    line,
+                    array: true,
+                });
             }
         }
     }
@@ -721,15 +812,33 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("zookeeper.4lw.commands.whitelist", Setting::FourLetterWords),
     ("reconfigEnabled", Setting::ReconfigEnabled),
     ("globalOutstandingLimit", Setting::GlobalOutstandingLimit),
-    ("zookeeper.globalOutstandingLimit", Setting::GlobalOutstandingLimit),
+    (
+        "zookeeper.globalOutstandingLimit",
+        Setting::GlobalOutstandingLimit,
+    ),
     ("jute.maxbuffer", Setting::JuteMaxBuffer),
-    ("zookeeper.DigestAuthenticationProvider.superDigest", Setting::SuperDigest),
-    ("zookeeper.extendedTypesEnabled", Setting::ExtendedTypesEnabled),
+    (
+        "zookeeper.DigestAuthenticationProvider.superDigest",
+        Setting::SuperDigest,
+    ),
+    (
+        "zookeeper.extendedTypesEnabled",
+        Setting::ExtendedTypesEnabled,
+    ),
     ("zookeeper.enforceQuota", Setting::EnforceQuota),
     ("zookeeper.skipACL", Setting::SkipAcl),
-    ("znode.container.checkIntervalMs", Setting::ContainerCheckInterval),
-    ("znode.container.maxNeverUsedIntervalMs", Setting::ContainerNeverUsed),
-    ("zookeeper.nio.sessionlessCnxnTimeout", Setting::SessionlessCnxnTimeout),
+    (
+        "znode.container.checkIntervalMs",
+        Setting::ContainerCheckInterval,
+    ),
+    (
+        "znode.container.maxNeverUsedIntervalMs",
+        Setting::ContainerNeverUsed,
+    ),
+    (
+        "zookeeper.nio.sessionlessCnxnTimeout",
+        Setting::SessionlessCnxnTimeout,
+    ),
 ];
 
 fn lookup(name: &str) -> Option<Setting> {
@@ -767,8 +876,17 @@ fn not_applicable(key: &str) -> bool {
         "log4j.configuration",
         "logback.configurationFile",
     ];
-    const PREFIXES: &[&str] =
-        &["server.", "group.", "weight.", "admin.", "metricsProvider.", "com.sun.management.", "java.", "sun.", "jdk."];
+    const PREFIXES: &[&str] = &[
+        "server.",
+        "group.",
+        "weight.",
+        "admin.",
+        "metricsProvider.",
+        "com.sun.management.",
+        "java.",
+        "sun.",
+        "jdk.",
+    ];
     EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
@@ -789,7 +907,14 @@ fn unsupported_security(key: &str) -> bool {
         "zookeeper.enforce.auth.schemes",
         "zookeeper.serverCnxnFactory",
     ];
-    const PREFIXES: &[&str] = &["authProvider.", "zookeeper.authProvider.", "ssl.", "zookeeper.ssl.", "sasl", "zookeeper.sasl"];
+    const PREFIXES: &[&str] = &[
+        "authProvider.",
+        "zookeeper.authProvider.",
+        "ssl.",
+        "zookeeper.ssl.",
+        "sasl",
+        "zookeeper.sasl",
+    ];
     EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
@@ -802,10 +927,22 @@ struct Builder {
 
 impl Builder {
     fn new() -> Builder {
-        Builder { config: ServerConfig::default(), data_log_dir: None, min_session: None, max_session: None }
+        Builder {
+            config: ServerConfig::default(),
+            data_log_dir: None,
+            min_session: None,
+            max_session: None,
+        }
     }
 
-    fn apply(&mut self, key: &str, value: &str, origin: &Origin, space: KeySpace, array: bool) -> Result<(), ConfigError> {
+    fn apply(
+        &mut self,
+        key: &str,
+        value: &str,
+        origin: &Origin,
+        space: KeySpace,
+        array: bool,
+    ) -> Result<(), ConfigError> {
         let setting = match space {
             KeySpace::File => lookup(key).or_else(|| lookup(&format!("zookeeper.{key}"))),
             KeySpace::SystemProperty => lookup(key),
@@ -835,10 +972,16 @@ impl Builder {
                     .map_err(|_| invalid("expected a port number between 0 and 65535".into()))?;
                 c.client_addr.set_port(port as u16);
             }
-            Setting::ClientPortAddress => c.client_addr.set_ip(parse_address(value).map_err(invalid)?),
+            Setting::ClientPortAddress => {
+                c.client_addr.set_ip(parse_address(value).map_err(invalid)?)
+            }
             Setting::MinSessionTimeout | Setting::MaxSessionTimeout => {
                 // ZooKeeper's -1 means "derive from tickTime".
-                let ms = if value == "-1" { None } else { Some((int(1, INT_MAX)? as u64, origin.clone())) };
+                let ms = if value == "-1" {
+                    None
+                } else {
+                    Some((int(1, INT_MAX)? as u64, origin.clone()))
+                };
                 if setting == Setting::MinSessionTimeout {
                     self.min_session = ms;
                 } else {
@@ -850,7 +993,9 @@ impl Builder {
             Setting::SnapRetainCount => {
                 let count = int(i64::MIN, INT_MAX)?;
                 if count < 3 {
-                    tracing::warn!("{origin}: {key} = {count}: at least 3 snapshots are retained; using 3");
+                    tracing::warn!(
+                        "{origin}: {key} = {count}: at least 3 snapshots are retained; using 3"
+                    );
                 }
                 c.snapshots_retained = count.max(3) as usize;
             }
@@ -864,12 +1009,18 @@ impl Builder {
             Setting::SnapCount => {
                 let count = int(i64::MIN, INT_MAX)?;
                 if count < 2 {
-                    tracing::warn!("{origin}: {key} = {count}: snapCount should be 2 or more; using 2");
+                    tracing::warn!(
+                        "{origin}: {key} = {count}: snapCount should be 2 or more; using 2"
+                    );
                 }
                 c.entries_per_snapshot = count.max(2) as u64;
             }
-            Setting::FourLetterWords => c.four_letter_words = parse_four_letter_words(value, origin, key),
-            Setting::ReconfigEnabled => c.reconfig_enabled = parse_bool(value, false).map_err(invalid)?,
+            Setting::FourLetterWords => {
+                c.four_letter_words = parse_four_letter_words(value, origin, key)
+            }
+            Setting::ReconfigEnabled => {
+                c.reconfig_enabled = parse_bool(value, false).map_err(invalid)?
+            }
             Setting::GlobalOutstandingLimit => {
                 c.outstanding_requests_per_connection_max = int(1, INT_MAX)? as usize
             }
@@ -877,16 +1028,25 @@ impl Builder {
             Setting::SuperDigest => {
                 c.super_digest = if value.is_empty() {
                     None
-                } else if value.split_once(':').is_some_and(|(user, digest)| !user.is_empty() && !digest.is_empty()) {
+                } else if value
+                    .split_once(':')
+                    .is_some_and(|(user, digest)| !user.is_empty() && !digest.is_empty())
+                {
                     Some(value.to_owned())
                 } else {
-                    return Err(invalid("expected user:base64(sha1(user:password)), e.g. super:...".into()));
+                    return Err(invalid(
+                        "expected user:base64(sha1(user:password)), e.g. super:...".into(),
+                    ));
                 }
             }
-            Setting::ExtendedTypesEnabled => c.extended_types_enabled = parse_bool(value, false).map_err(invalid)?,
+            Setting::ExtendedTypesEnabled => {
+                c.extended_types_enabled = parse_bool(value, false).map_err(invalid)?
+            }
             Setting::EnforceQuota => c.enforce_quota = parse_bool(value, false).map_err(invalid)?,
             Setting::SkipAcl => c.skip_acl = parse_bool(value, true).map_err(invalid)?,
-            Setting::ContainerCheckInterval => c.container_check_interval_ms = int(1, INT_MAX)? as u64,
+            Setting::ContainerCheckInterval => {
+                c.container_check_interval_ms = int(1, INT_MAX)? as u64
+            }
             Setting::ContainerNeverUsed => c.container_never_used_ms = int(0, i64::MAX)?,
             Setting::SessionlessCnxnTimeout => c.handshake_timeout_ms = int(1, INT_MAX)? as u64,
         }
@@ -897,8 +1057,11 @@ impl Builder {
         if not_applicable(key) {
             tracing::info!("{origin}: {key}: not used by a standalone zoolog server; ignored");
         } else if unsupported_security(key) {
-            tracing::warn!("{origin}: {key}: not supported by zoolog; ignored, so it is NOT enforced");
-        } else if let Some((known, _)) = SETTINGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)) {
+            tracing::warn!(
+                "{origin}: {key}: not supported by zoolog; ignored, so it is NOT enforced"
+            );
+        } else if let Some((known, _)) = SETTINGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(key))
+        {
             tracing::warn!("{origin}: {key}: unknown setting, ignored (keys are case-sensitive: did you mean {known}?)");
         } else {
             tracing::warn!("{origin}: {key}: unknown setting; ignored");
@@ -908,8 +1071,14 @@ impl Builder {
     fn finish(self) -> Result<ServerConfig, ConfigError> {
         let mut c = self.config;
         c.data_log_dir = self.data_log_dir.unwrap_or_else(|| c.data_dir.clone());
-        c.session_timeout_min_ms = self.min_session.as_ref().map_or(c.tick_ms.saturating_mul(2), |(ms, _)| *ms);
-        c.session_timeout_max_ms = self.max_session.as_ref().map_or(c.tick_ms.saturating_mul(20), |(ms, _)| *ms);
+        c.session_timeout_min_ms = self
+            .min_session
+            .as_ref()
+            .map_or(c.tick_ms.saturating_mul(2), |(ms, _)| *ms);
+        c.session_timeout_max_ms = self
+            .max_session
+            .as_ref()
+            .map_or(c.tick_ms.saturating_mul(20), |(ms, _)| *ms);
         if c.session_timeout_min_ms > c.session_timeout_max_ms {
             return Err(ConfigError::SessionTimeouts {
                 min_ms: c.session_timeout_min_ms,
@@ -931,7 +1100,12 @@ fn read_myid(data_dir: &Path) -> Result<Option<u8>, ConfigError> {
     let text = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ConfigError::MyId { path, reason: format!("cannot be read: {e}") }),
+        Err(e) => {
+            return Err(ConfigError::MyId {
+                path,
+                reason: format!("cannot be read: {e}"),
+            })
+        }
     };
     let text = String::from_utf8_lossy(&text);
     let trimmed = text.trim();
@@ -939,7 +1113,10 @@ fn read_myid(data_dir: &Path) -> Result<Option<u8>, ConfigError> {
         Ok(id @ 1..=254) => Ok(Some(id)),
         _ => {
             let shown: String = trimmed.chars().take(60).collect();
-            Err(ConfigError::MyId { path, reason: format!("expected a server id between 1 and 254, found {shown:?}") })
+            Err(ConfigError::MyId {
+                path,
+                reason: format!("expected a server id between 1 and 254, found {shown:?}"),
+            })
         }
     }
 }
@@ -951,7 +1128,11 @@ fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
         Some(rest) => (true, rest),
         None => (false, value.strip_prefix('+').unwrap_or(value)),
     };
-    let (digits, radix) = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")).or_else(|| body.strip_prefix('#')) {
+    let (digits, radix) = match body
+        .strip_prefix("0x")
+        .or_else(|| body.strip_prefix("0X"))
+        .or_else(|| body.strip_prefix('#'))
+    {
         Some(hex) => (hex, 16),
         None => (body, 10),
     };
@@ -965,7 +1146,11 @@ fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
         }
     };
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        let hint = if value.contains('#') && radix == 10 { " (a comment must be on a line of its own)" } else { "" };
+        let hint = if value.contains('#') && radix == 10 {
+            " (a comment must be on a line of its own)"
+        } else {
+            ""
+        };
         return Err(format!("expected a whole number{hint}"));
     }
     let magnitude = i128::from_str_radix(digits, radix).map_err(|_| range())?;
@@ -979,7 +1164,9 @@ fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
 fn parse_bool(value: &str, allow_yes_no: bool) -> Result<bool, String> {
     if value.eq_ignore_ascii_case("true") || (allow_yes_no && value.eq_ignore_ascii_case("yes")) {
         Ok(true)
-    } else if value.eq_ignore_ascii_case("false") || (allow_yes_no && value.eq_ignore_ascii_case("no")) {
+    } else if value.eq_ignore_ascii_case("false")
+        || (allow_yes_no && value.eq_ignore_ascii_case("no"))
+    {
         Ok(false)
     } else if allow_yes_no {
         Err("expected yes, no, true or false".into())
@@ -998,7 +1185,10 @@ fn parse_dir(value: &str) -> Result<PathBuf, String> {
 
 /// An IP address, `[v6]`, or a host name (resolved now; IPv4 preferred).
 fn parse_address(value: &str) -> Result<IpAddr, String> {
-    let host = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
+    let host = value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .unwrap_or(value);
     if host.is_empty() {
         return Err("expected an IP address or host name".into());
     }
@@ -1019,7 +1209,10 @@ fn parse_address(value: &str) -> Result<IpAddr, String> {
 
 fn parse_four_letter_words(value: &str, origin: &Origin, key: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
-    for word in value.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()) {
+    for word in value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+    {
         if word == "*" {
             return vec!["*".to_owned()];
         }

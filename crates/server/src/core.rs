@@ -14,12 +14,14 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use zoolog_proto::{
-    encode_notification, encode_reply, framed, ClientInfo, ConnectRequest, ConnectResponse, DecodeError, ErrorCode, Id,
-    Jute, PathRequest, Request, Response, WatcherType, WhoAmIResponse,
-};
 use zoolog_log::OrderingLayer;
-use zoolog_tree::{Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid};
+use zoolog_proto::{
+    encode_notification, encode_reply, framed, ClientInfo, ConnectRequest, ConnectResponse,
+    DecodeError, ErrorCode, Id, Jute, PathRequest, Request, Response, WatcherType, WhoAmIResponse,
+};
+use zoolog_tree::{
+    Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid,
+};
 
 use crate::config::ServerConfig;
 use crate::stats::{ConnectionStats, ServerStats};
@@ -34,12 +36,31 @@ pub struct Now {
 
 #[derive(Debug)]
 pub enum Input {
-    Opened { connection: ConnectionId, peer: std::net::SocketAddr },
-    Handshake { connection: ConnectionId, request: ConnectRequest },
-    Request { connection: ConnectionId, xid: i32, request: Request },
-    Undecodable { connection: ConnectionId, xid: i32, error: DecodeError },
-    Closed { connection: ConnectionId },
-    Committed { position: Zxid, entry: bytes::Bytes },
+    Opened {
+        connection: ConnectionId,
+        peer: std::net::SocketAddr,
+    },
+    Handshake {
+        connection: ConnectionId,
+        request: ConnectRequest,
+    },
+    Request {
+        connection: ConnectionId,
+        xid: i32,
+        request: Request,
+    },
+    Undecodable {
+        connection: ConnectionId,
+        xid: i32,
+        error: DecodeError,
+    },
+    Closed {
+        connection: ConnectionId,
+    },
+    Committed {
+        position: Zxid,
+        entry: bytes::Bytes,
+    },
     Tick,
 }
 
@@ -47,11 +68,18 @@ pub enum Input {
 pub enum Output {
     /// Bytes to write on a connection; `reply` marks one request answered (for the
     /// outstanding-requests limit).
-    Write { connection: ConnectionId, bytes: Vec<u8>, reply: bool },
+    Write {
+        connection: ConnectionId,
+        bytes: Vec<u8>,
+        reply: bool,
+    },
     /// Close after everything written before has been flushed.
     Close { connection: ConnectionId },
     /// The handshake decision: the reader resumes reading requests only when accepted.
-    HandshakeDone { connection: ConnectionId, accepted: bool },
+    HandshakeDone {
+        connection: ConnectionId,
+        accepted: bool,
+    },
     /// Persist this frozen tree (cheap clone) as the snapshot at its last applied zxid.
     SaveSnapshot { tree: DataTree },
 }
@@ -78,7 +106,11 @@ impl Envelope {
         let origin = i64::read_from(&mut reader)? as u64;
         let connection = i64::read_from(&mut reader)? as u64;
         let command = Command::decode(&bytes[16..])?;
-        Ok(Envelope { origin, connection, command })
+        Ok(Envelope {
+            origin,
+            connection,
+            command,
+        })
     }
 }
 
@@ -87,7 +119,11 @@ enum Slot {
     /// A write in the log; answered when applied.
     AwaitingApply { xid: i32 },
     /// A read or local operation that must wait for the writes before it.
-    Deferred { xid: i32, request: Request, identities: Arc<[Id]> },
+    Deferred {
+        xid: i32,
+        request: Request,
+        identities: Arc<[Id]>,
+    },
     /// Answered; `close` when the connection ends after this reply.
     Ready { bytes: Vec<u8>, close: bool },
 }
@@ -96,7 +132,10 @@ enum Slot {
 enum Phase {
     AwaitingHandshake,
     /// A new session is being created through the log; `password` matches it on apply.
-    CreatingSession { password: Vec<u8>, timeout_ms: i32 },
+    CreatingSession {
+        password: Vec<u8>,
+        timeout_ms: i32,
+    },
     Open,
     Closing,
 }
@@ -143,7 +182,13 @@ const SESSION_PASSWORD_BYTES: usize = 16;
 impl Core {
     /// Builds the front end over a recovered tree; every session the tree knows gets a fresh
     /// full timeout, as ZooKeeper does after a restart.
-    pub fn new(config: Arc<ServerConfig>, log: Arc<dyn OrderingLayer>, tree: DataTree, origin: u64, now: Now) -> Core {
+    pub fn new(
+        config: Arc<ServerConfig>,
+        log: Arc<dyn OrderingLayer>,
+        tree: DataTree,
+        origin: u64,
+        now: Now,
+    ) -> Core {
         let sessions = tree
             .sessions()
             .map(|(id, info)| {
@@ -184,9 +229,20 @@ impl Core {
         self.now = now;
         match input {
             Input::Opened { connection, peer } => self.opened(connection, peer),
-            Input::Handshake { connection, request } => self.handshake(connection, request),
-            Input::Request { connection, xid, request } => self.request(connection, xid, request),
-            Input::Undecodable { connection, xid, error } => self.undecodable(connection, xid, error),
+            Input::Handshake {
+                connection,
+                request,
+            } => self.handshake(connection, request),
+            Input::Request {
+                connection,
+                xid,
+                request,
+            } => self.request(connection, xid, request),
+            Input::Undecodable {
+                connection,
+                xid,
+                error,
+            } => self.undecodable(connection, xid, error),
             Input::Closed { connection } => self.closed(connection),
             Input::Committed { position, entry } => self.committed(position, &entry),
             Input::Tick => self.tick(),
@@ -205,7 +261,9 @@ impl Core {
         let limit = self.config.connections_per_ip_max;
         let from_ip = self.per_ip.get(&peer.ip()).copied().unwrap_or(0);
         let total_limit = self.config.connections_max;
-        if (limit != 0 && from_ip >= limit) || (total_limit != 0 && self.connections.len() >= total_limit) {
+        if (limit != 0 && from_ip >= limit)
+            || (total_limit != 0 && self.connections.len() >= total_limit)
+        {
             tracing::warn!(%peer, from_ip, "connection refused: too many connections");
             self.out.push(Output::Close { connection });
             return;
@@ -226,7 +284,9 @@ impl Core {
     }
 
     fn closed(&mut self, connection: ConnectionId) {
-        let Some(state) = self.connections.remove(&connection) else { return };
+        let Some(state) = self.connections.remove(&connection) else {
+            return;
+        };
         if let Some(count) = self.per_ip.get_mut(&state.peer.ip()) {
             *count -= 1;
             if *count == 0 {
@@ -256,7 +316,11 @@ impl Core {
             state.stats.sent += 1;
         }
         self.stats.packets_sent += 1;
-        self.out.push(Output::Write { connection, bytes, reply });
+        self.out.push(Output::Write {
+            connection,
+            bytes,
+            reply,
+        });
     }
 
     pub fn view(&self) -> crate::four_letter::View<'_> {
@@ -277,7 +341,11 @@ impl Core {
                     stats: &c.stats,
                 })
                 .collect(),
-            sessions: self.sessions.iter().map(|(id, s)| (*id, s.timeout_ms, s.deadline_ms)).collect(),
+            sessions: self
+                .sessions
+                .iter()
+                .map(|(id, s)| (*id, s.timeout_ms, s.deadline_ms))
+                .collect(),
             now: self.now,
             outstanding: self.connections.values().map(|c| c.slots.len()).sum(),
         }
@@ -292,7 +360,9 @@ impl Core {
     }
 
     fn handshake(&mut self, connection: ConnectionId, request: ConnectRequest) {
-        let Some(state) = self.connections.get_mut(&connection) else { return };
+        let Some(state) = self.connections.get_mut(&connection) else {
+            return;
+        };
         if state.phase != Phase::AwaitingHandshake {
             return;
         }
@@ -305,7 +375,10 @@ impl Core {
                 our_zxid = self.tree.last_applied_zxid(),
                 "refusing a client that is ahead of this server"
             );
-            self.out.push(Output::HandshakeDone { connection, accepted: false });
+            self.out.push(Output::HandshakeDone {
+                connection,
+                accepted: false,
+            });
             self.close(connection);
             return;
         }
@@ -318,31 +391,56 @@ impl Core {
     }
 
     fn begin_session(&mut self, connection: ConnectionId, timeout_ms: i32) {
-        let password: Vec<u8> = (0..SESSION_PASSWORD_BYTES).map(|_| rand::random::<u8>()).collect();
+        let password: Vec<u8> = (0..SESSION_PASSWORD_BYTES)
+            .map(|_| rand::random::<u8>())
+            .collect();
         self.pending_handshakes.insert(password.clone(), connection);
-        let state = self.connections.get_mut(&connection).expect("caller checked");
-        state.phase = Phase::CreatingSession { password: password.clone(), timeout_ms };
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("caller checked");
+        state.phase = Phase::CreatingSession {
+            password: password.clone(),
+            timeout_ms,
+        };
         let command = Command {
             session_id: 0,
             cxid: 0,
             time_ms: self.now.wall_ms,
-            op: CommandOp::CreateSession { timeout_ms, password },
+            op: CommandOp::CreateSession {
+                timeout_ms,
+                password,
+            },
         };
         if !self.append(connection, command) {
-            self.out.push(Output::HandshakeDone { connection, accepted: false });
+            self.out.push(Output::HandshakeDone {
+                connection,
+                accepted: false,
+            });
             self.close(connection);
         }
     }
 
-    fn resume_session(&mut self, connection: ConnectionId, request: ConnectRequest, timeout_ms: i32) {
-        let valid = match (self.tree.session(request.session_id), self.sessions.get(&request.session_id)) {
+    fn resume_session(
+        &mut self,
+        connection: ConnectionId,
+        request: ConnectRequest,
+        timeout_ms: i32,
+    ) {
+        let valid = match (
+            self.tree.session(request.session_id),
+            self.sessions.get(&request.session_id),
+        ) {
             (Some(info), Some(live)) => !live.closing && info.password == request.password,
             _ => false,
         };
         if !valid {
             let reply = ConnectResponse::expired(request.read_only);
             self.write(connection, framed(&reply.encode()), false);
-            self.out.push(Output::HandshakeDone { connection, accepted: false });
+            self.out.push(Output::HandshakeDone {
+                connection,
+                accepted: false,
+            });
             self.close(connection);
             return;
         }
@@ -351,7 +449,13 @@ impl Core {
     }
 
     /// Makes `connection` the one connection of `session_id` and sends the ConnectResponse.
-    fn bind_session(&mut self, connection: ConnectionId, session_id: i64, timeout_ms: i32, password: Vec<u8>) {
+    fn bind_session(
+        &mut self,
+        connection: ConnectionId,
+        session_id: i64,
+        timeout_ms: i32,
+        password: Vec<u8>,
+    ) {
         let deadline_ms = self.now.monotonic_ms + timeout_ms as u64;
         let session = self.sessions.entry(session_id).or_insert(LiveSession {
             timeout_ms,
@@ -365,12 +469,24 @@ impl Core {
         if let Some(previous) = previous.filter(|&p| p != connection) {
             self.close(previous);
         }
-        let state = self.connections.get_mut(&connection).expect("bound connections exist");
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("bound connections exist");
         state.phase = Phase::Open;
         state.session_id = session_id;
-        let reply = ConnectResponse { protocol_version: 0, timeout_ms, session_id, password, read_only: state.read_only_flag.map(|_| false) };
+        let reply = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms,
+            session_id,
+            password,
+            read_only: state.read_only_flag.map(|_| false),
+        };
         self.write(connection, framed(&reply.encode()), false);
-        self.out.push(Output::HandshakeDone { connection, accepted: true });
+        self.out.push(Output::HandshakeDone {
+            connection,
+            accepted: true,
+        });
     }
 
     fn touch(&mut self, session_id: i64) {
@@ -395,11 +511,19 @@ impl Core {
             .map(|(&id, _)| id)
             .collect();
         for session_id in expired {
-            let command = Command { session_id, cxid: 0, time_ms: self.now.wall_ms, op: CommandOp::CloseSession };
+            let command = Command {
+                session_id,
+                cxid: 0,
+                time_ms: self.now.wall_ms,
+                op: CommandOp::CloseSession,
+            };
             if !self.append(0, command) {
                 return; // tried again at the next tick
             }
-            tracing::info!(session = format_args!("{session_id:#018x}"), "session expired");
+            tracing::info!(
+                session = format_args!("{session_id:#018x}"),
+                "session expired"
+            );
             let session = self.sessions.get_mut(&session_id).expect("just listed");
             session.closing = true;
             if let Some(connection) = session.connection.take() {
@@ -414,8 +538,16 @@ impl Core {
         }
         self.next_reap_ms = self.now.monotonic_ms + self.config.container_check_interval_ms;
         const REAPS_PER_CHECK_MAX: usize = 10_000;
-        for path in self.tree.reap_candidates(self.now.wall_ms, REAPS_PER_CHECK_MAX) {
-            let command = Command { session_id: 0, cxid: 0, time_ms: self.now.wall_ms, op: CommandOp::Reap { path } };
+        for path in self
+            .tree
+            .reap_candidates(self.now.wall_ms, REAPS_PER_CHECK_MAX)
+        {
+            let command = Command {
+                session_id: 0,
+                cxid: 0,
+                time_ms: self.now.wall_ms,
+                op: CommandOp::Reap { path },
+            };
             if !self.append(0, command) {
                 return; // the reaper comes back at its next check
             }
@@ -424,7 +556,12 @@ impl Core {
 
     /// Hands a command to the ordering layer; false when it refused (queue full, log failed).
     fn append(&mut self, connection: ConnectionId, command: Command) -> bool {
-        let entry = Envelope { origin: self.origin, connection, command }.encode();
+        let entry = Envelope {
+            origin: self.origin,
+            connection,
+            command,
+        }
+        .encode();
         match self.log.append(bytes::Bytes::from(entry)) {
             Ok(()) => true,
             Err(error) => {
@@ -437,27 +574,40 @@ impl Core {
     // ---- requests ------------------------------------------------------------------------
 
     fn request(&mut self, connection: ConnectionId, xid: i32, request: Request) {
-        let Some(state) = self.connections.get_mut(&connection) else { return };
+        let Some(state) = self.connections.get_mut(&connection) else {
+            return;
+        };
         if state.phase != Phase::Open {
             return;
         }
-        state.stats.on_request(xid, request.opcode(), self.now.monotonic_ms);
+        state
+            .stats
+            .on_request(xid, request.opcode(), self.now.monotonic_ms);
         self.stats.packets_received += 1;
         let session_id = state.session_id;
         self.touch(session_id);
         match request {
             // Clients match pings out of band, so the reply may overtake slower replies.
-            Request::Ping => self.reply(connection, zoolog_proto::codes::xid::PING, Ok(&Response::Empty)),
+            Request::Ping => self.reply(
+                connection,
+                zoolog_proto::codes::xid::PING,
+                Ok(&Response::Empty),
+            ),
             Request::Check(_) => self.unimplemented(connection, xid),
             // Membership changes belong to the ensemble; a standalone server refuses them here.
             request if request.is_write() && !matches!(request, Request::Reconfig(_)) => {
                 self.submit_write(connection, xid, request)
             }
             request => {
-                let state = self.connections.get_mut(&connection).expect("checked above");
+                let state = self
+                    .connections
+                    .get_mut(&connection)
+                    .expect("checked above");
                 if let Request::Auth(auth) = &request {
                     // Identities change at arrival: later requests carry them, earlier ones not.
-                    if let Some(ids) = crate::auth::authenticate(auth, self.config.super_digest.as_deref()) {
+                    if let Some(ids) =
+                        crate::auth::authenticate(auth, self.config.super_digest.as_deref())
+                    {
                         let mut all = state.identities.to_vec();
                         all.extend(ids.into_iter().filter(|id| !state.identities.contains(id)));
                         state.identities = Arc::from(all);
@@ -467,7 +617,11 @@ impl Core {
                 if state.slots.is_empty() {
                     self.execute_local(connection, xid, request, &identities);
                 } else {
-                    state.slots.push_back(Slot::Deferred { xid, request, identities });
+                    state.slots.push_back(Slot::Deferred {
+                        xid,
+                        request,
+                        identities,
+                    });
                 }
             }
         }
@@ -476,7 +630,9 @@ impl Core {
     fn undecodable(&mut self, connection: ConnectionId, xid: i32, error: DecodeError) {
         match error {
             DecodeError::UnknownOpcode { .. } => self.unimplemented(connection, xid),
-            DecodeError::BadMultiOp { .. } => self.queue_error(connection, xid, ErrorCode::MarshallingError, false),
+            DecodeError::BadMultiOp { .. } => {
+                self.queue_error(connection, xid, ErrorCode::MarshallingError, false)
+            }
             error => {
                 tracing::info!(connection, %error, "closing a connection that sent an undecodable request");
                 self.close(connection);
@@ -496,45 +652,68 @@ impl Core {
     }
 
     fn queue_ready(&mut self, connection: ConnectionId, bytes: Vec<u8>, close: bool) {
-        let Some(state) = self.connections.get_mut(&connection) else { return };
+        let Some(state) = self.connections.get_mut(&connection) else {
+            return;
+        };
         state.slots.push_back(Slot::Ready { bytes, close });
         self.drain(connection);
     }
 
     fn submit_write(&mut self, connection: ConnectionId, xid: i32, request: Request) {
-        let state = self.connections.get_mut(&connection).expect("caller checked");
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("caller checked");
         let session_id = state.session_id;
         let identities = state.identities.to_vec();
-        if self.sessions.get(&session_id).map_or(true, |s| s.closing) {
+        if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
             self.queue_error(connection, xid, ErrorCode::SessionExpired, false);
             return;
         }
         let closes_session = request == Request::CloseSession;
         let op = match request {
             Request::CloseSession => CommandOp::CloseSession,
-            request => CommandOp::Write { request, identities },
+            request => CommandOp::Write {
+                request,
+                identities,
+            },
         };
-        let command = Command { session_id, cxid: xid, time_ms: self.now.wall_ms, op };
+        let command = Command {
+            session_id,
+            cxid: xid,
+            time_ms: self.now.wall_ms,
+            op,
+        };
         if !self.append(connection, command) {
             // Shed load rather than queue without bound; the client may retry.
             self.queue_error(connection, xid, ErrorCode::ThrottledOp, false);
             return;
         }
         if closes_session {
-            self.sessions.get_mut(&session_id).expect("checked above").closing = true;
+            self.sessions
+                .get_mut(&session_id)
+                .expect("checked above")
+                .closing = true;
         }
-        let state = self.connections.get_mut(&connection).expect("caller checked");
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("caller checked");
         state.slots.push_back(Slot::AwaitingApply { xid });
     }
 
     /// Answers everything at the head of a connection's queue that can be answered now.
     fn drain(&mut self, connection: ConnectionId) {
         loop {
-            let Some(state) = self.connections.get_mut(&connection) else { return };
+            let Some(state) = self.connections.get_mut(&connection) else {
+                return;
+            };
             match state.slots.front() {
                 None | Some(Slot::AwaitingApply { .. }) => return,
                 Some(Slot::Ready { .. }) => {
-                    let Some(Slot::Ready { bytes, close }) = state.slots.pop_front() else { unreachable!() };
+                    let Some(Slot::Ready { bytes, close }) = state.slots.pop_front() else {
+                        unreachable!()
+                    };
                     self.write(connection, bytes, true);
                     if close {
                         self.close(connection);
@@ -542,7 +721,12 @@ impl Core {
                     }
                 }
                 Some(Slot::Deferred { .. }) => {
-                    let Some(Slot::Deferred { xid, request, identities }) = state.slots.pop_front() else {
+                    let Some(Slot::Deferred {
+                        xid,
+                        request,
+                        identities,
+                    }) = state.slots.pop_front()
+                    else {
                         unreachable!()
                     };
                     self.execute_local(connection, xid, request, &identities);
@@ -556,7 +740,14 @@ impl Core {
         self.reply_at(connection, xid, zxid, result, false);
     }
 
-    fn reply_at(&mut self, connection: ConnectionId, xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>, close: bool) {
+    fn reply_at(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        zxid: Zxid,
+        result: Result<&Response, ErrorCode>,
+        close: bool,
+    ) {
         let mut bytes = Vec::with_capacity(64);
         encode_reply(xid, zxid, result, &mut bytes);
         if let Some(state) = self.connections.get_mut(&connection) {
@@ -570,8 +761,17 @@ impl Core {
     }
 
     /// Runs a request that needs no log entry, against the state as it is now.
-    fn execute_local(&mut self, connection: ConnectionId, xid: i32, request: Request, identities: &Arc<[Id]>) {
-        let session_id = self.connections.get(&connection).map_or(0, |c| c.session_id);
+    fn execute_local(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        request: Request,
+        identities: &Arc<[Id]>,
+    ) {
+        let session_id = self
+            .connections
+            .get(&connection)
+            .map_or(0, |c| c.session_id);
         match request {
             Request::Auth(auth) => {
                 if crate::auth::authenticate(&auth, self.config.super_digest.as_deref()).is_some() {
@@ -581,36 +781,70 @@ impl Core {
                 }
             }
             Request::Sasl(_) => self.reply_at(connection, xid, 0, Err(ErrorCode::AuthFailed), true),
-            Request::Sync(PathRequest { path }) => self.reply(connection, xid, Ok(&Response::Sync(PathRequest { path }))),
+            Request::Sync(PathRequest { path }) => {
+                self.reply(connection, xid, Ok(&Response::Sync(PathRequest { path })))
+            }
             Request::Reconfig(_) => {
-                let code = if self.config.reconfig_enabled { ErrorCode::Unimplemented } else { ErrorCode::ReconfigDisabled };
+                let code = if self.config.reconfig_enabled {
+                    ErrorCode::Unimplemented
+                } else {
+                    ErrorCode::ReconfigDisabled
+                };
                 self.reply(connection, xid, Err(code));
             }
             Request::WhoAmI => {
                 let client_info = identities.iter().map(client_info).collect();
-                self.reply(connection, xid, Ok(&Response::WhoAmI(WhoAmIResponse { client_info })));
+                self.reply(
+                    connection,
+                    xid,
+                    Ok(&Response::WhoAmI(WhoAmIResponse { client_info })),
+                );
             }
             Request::AddWatch(add) => {
                 let kind = match zoolog_proto::AddWatchMode::from_i32(add.mode) {
                     Some(zoolog_proto::AddWatchMode::Persistent) => WatchKind::Persistent,
-                    Some(zoolog_proto::AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
+                    Some(zoolog_proto::AddWatchMode::PersistentRecursive) => {
+                        WatchKind::PersistentRecursive
+                    }
                     None => return self.reply(connection, xid, Err(ErrorCode::BadArguments)),
                 };
                 self.watches.add(connection, &add.path, kind);
-                self.reply(connection, xid, Ok(&Response::AddWatch(zoolog_proto::ErrorResponse { err: 0 })));
+                self.reply(
+                    connection,
+                    xid,
+                    Ok(&Response::AddWatch(zoolog_proto::ErrorResponse { err: 0 })),
+                );
             }
-            Request::CheckWatches(check) | Request::RemoveWatches(check) if WatcherType::from_i32(check.watcher_type).is_none() => {
+            Request::CheckWatches(check) | Request::RemoveWatches(check)
+                if WatcherType::from_i32(check.watcher_type).is_none() =>
+            {
                 self.reply(connection, xid, Err(ErrorCode::BadArguments));
             }
             Request::CheckWatches(check) => {
                 let kind = WatcherType::from_i32(check.watcher_type).expect("checked above");
                 let found = self.watches.contains(connection, &check.path, kind);
-                self.reply(connection, xid, if found { Ok(&Response::Empty) } else { Err(ErrorCode::NoWatcher) });
+                self.reply(
+                    connection,
+                    xid,
+                    if found {
+                        Ok(&Response::Empty)
+                    } else {
+                        Err(ErrorCode::NoWatcher)
+                    },
+                );
             }
             Request::RemoveWatches(remove) => {
                 let kind = WatcherType::from_i32(remove.watcher_type).expect("checked above");
                 let removed = self.watches.remove(connection, &remove.path, kind);
-                self.reply(connection, xid, if removed { Ok(&Response::Empty) } else { Err(ErrorCode::NoWatcher) });
+                self.reply(
+                    connection,
+                    xid,
+                    if removed {
+                        Ok(&Response::Empty)
+                    } else {
+                        Err(ErrorCode::NoWatcher)
+                    },
+                );
             }
             Request::SetWatches(set) => {
                 let lists = zoolog_tree::WatchLists {
@@ -642,8 +876,16 @@ impl Core {
         }
     }
 
-    fn set_watches(&mut self, connection: ConnectionId, xid: i32, relative_zxid: Zxid, lists: zoolog_tree::WatchLists) {
-        let events = self.watches.set_watches(&self.tree, connection, relative_zxid, lists);
+    fn set_watches(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        relative_zxid: Zxid,
+        lists: zoolog_tree::WatchLists,
+    ) {
+        let events = self
+            .watches
+            .set_watches(&self.tree, connection, relative_zxid, lists);
         for event in events {
             let mut bytes = Vec::new();
             encode_notification(-1, &event, &mut bytes);
@@ -657,19 +899,35 @@ impl Core {
     fn committed(&mut self, position: Zxid, entry: &[u8]) {
         let envelope = match Envelope::decode(entry) {
             Ok(envelope) => envelope,
-            Err(error) => panic!("log entry {position} does not decode ({error}): the log and this binary disagree"),
+            Err(error) => panic!(
+                "log entry {position} does not decode ({error}): the log and this binary disagree"
+            ),
         };
         let applied = self.tree.apply(position, &envelope.command);
         self.entries_since_snapshot += 1;
         self.deliver_watch_events(position, &applied.triggers);
         let ours = envelope.origin == self.origin;
         match applied.outcome {
-            Outcome::SessionCreated { session_id, timeout_ms, password } => {
+            Outcome::SessionCreated {
+                session_id,
+                timeout_ms,
+                password,
+            } => {
                 self.session_created(session_id, timeout_ms, password);
             }
-            Outcome::SessionClosed => self.session_closed(envelope.command.session_id, ours.then_some(envelope.connection), position),
+            Outcome::SessionClosed => self.session_closed(
+                envelope.command.session_id,
+                ours.then_some(envelope.connection),
+                position,
+            ),
             Outcome::Reply(result) if ours => {
-                self.answer_write(envelope.connection, envelope.command.cxid, position, result, false);
+                self.answer_write(
+                    envelope.connection,
+                    envelope.command.cxid,
+                    position,
+                    result,
+                    false,
+                );
             }
             Outcome::Reply(_) | Outcome::Reaped => {}
         }
@@ -681,7 +939,9 @@ impl Core {
             return;
         }
         let connections = &self.connections;
-        let events = self.watches.fire(triggers, |connection| connections.get(&connection).map(|c| &*c.identities));
+        let events = self.watches.fire(triggers, |connection| {
+            connections.get(&connection).map(|c| &*c.identities)
+        });
         for (connection, event) in events {
             let mut bytes = Vec::new();
             encode_notification(position, &event, &mut bytes);
@@ -694,13 +954,26 @@ impl Core {
             // Created through another server, or its connection went away: it expires unless
             // someone reconnects to it.
             let deadline_ms = self.now.monotonic_ms + timeout_ms as u64;
-            self.sessions.insert(session_id, LiveSession { timeout_ms, deadline_ms, connection: None, closing: false });
+            self.sessions.insert(
+                session_id,
+                LiveSession {
+                    timeout_ms,
+                    deadline_ms,
+                    connection: None,
+                    closing: false,
+                },
+            );
             return;
         };
         self.bind_session(connection, session_id, timeout_ms, password);
     }
 
-    fn session_closed(&mut self, session_id: i64, origin_connection: Option<ConnectionId>, position: Zxid) {
+    fn session_closed(
+        &mut self,
+        session_id: i64,
+        origin_connection: Option<ConnectionId>,
+        position: Zxid,
+    ) {
         if let Some(session) = self.sessions.remove(&session_id) {
             if let Some(connection) = session.connection.filter(|c| Some(*c) != origin_connection) {
                 self.close(connection);
@@ -715,35 +988,68 @@ impl Core {
     }
 
     fn awaiting_xid(&self, connection: ConnectionId) -> Option<i32> {
-        self.connections.get(&connection)?.slots.iter().find_map(|slot| match slot {
-            Slot::AwaitingApply { xid } => Some(*xid),
-            _ => None,
-        })
+        self.connections
+            .get(&connection)?
+            .slots
+            .iter()
+            .find_map(|slot| match slot {
+                Slot::AwaitingApply { xid } => Some(*xid),
+                _ => None,
+            })
     }
 
     /// Fills the first awaiting slot of the proposing connection with the applied result.
-    fn answer_write(&mut self, connection: ConnectionId, cxid: i32, position: Zxid, result: Result<Response, ErrorCode>, close: bool) {
-        let Some(state) = self.connections.get_mut(&connection) else { return };
-        let Some(slot) = state.slots.iter_mut().find(|slot| matches!(slot, Slot::AwaitingApply { .. })) else {
+    fn answer_write(
+        &mut self,
+        connection: ConnectionId,
+        cxid: i32,
+        position: Zxid,
+        result: Result<Response, ErrorCode>,
+        close: bool,
+    ) {
+        let Some(state) = self.connections.get_mut(&connection) else {
             return;
         };
-        let Slot::AwaitingApply { xid } = *slot else { unreachable!() };
-        assert_eq!(xid, cxid, "writes of one connection are applied in the order they were appended");
+        let Some(slot) = state
+            .slots
+            .iter_mut()
+            .find(|slot| matches!(slot, Slot::AwaitingApply { .. }))
+        else {
+            return;
+        };
+        let Slot::AwaitingApply { xid } = *slot else {
+            unreachable!()
+        };
+        assert_eq!(
+            xid, cxid,
+            "writes of one connection are applied in the order they were appended"
+        );
         let mut bytes = Vec::with_capacity(64);
-        encode_reply(xid, position, result.as_ref().map_err(|code| *code), &mut bytes);
+        encode_reply(
+            xid,
+            position,
+            result.as_ref().map_err(|code| *code),
+            &mut bytes,
+        );
         state.stats.on_reply(position, self.now.monotonic_ms);
         self.stats.on_latency(state.stats.last_latency_ms);
-        *slot = Slot::Ready { bytes: framed(&bytes), close };
+        *slot = Slot::Ready {
+            bytes: framed(&bytes),
+            close,
+        };
         self.drain(connection);
     }
 
     fn maybe_snapshot(&mut self) {
-        if self.snapshot_in_flight || self.entries_since_snapshot < self.config.entries_per_snapshot {
+        if self.snapshot_in_flight || self.entries_since_snapshot < self.config.entries_per_snapshot
+        {
             return;
         }
         self.snapshot_in_flight = true;
         self.entries_since_snapshot = 0;
-        self.out.push(Output::SaveSnapshot { tree: self.tree.clone() });
+        self.out.push(Output::SaveSnapshot {
+            tree: self.tree.clone(),
+        });
     }
 }
 
@@ -752,5 +1058,8 @@ fn client_info(id: &Id) -> ClientInfo {
         "digest" => id.id.split(':').next().unwrap_or_default().to_owned(),
         _ => id.id.clone(),
     };
-    ClientInfo { auth_scheme: id.scheme.clone(), user }
+    ClientInfo {
+        auth_scheme: id.scheme.clone(),
+        user,
+    }
 }

@@ -15,7 +15,10 @@ use crate::stats::{ConnectionStats, ServerStats};
 pub const ZOOKEEPER_VERSION: &str = concat!("3.9.3-zoolog-", env!("CARGO_PKG_VERSION"));
 
 /// The words this server answers; any other first four bytes are read as a frame length.
-pub const WORDS: &[&str] = &["ruok", "isro", "srvr", "stat", "cons", "conf", "envi", "mntr", "wchs", "wchc", "wchp", "dump", "dirs"];
+pub const WORDS: &[&str] = &[
+    "ruok", "isro", "srvr", "stat", "cons", "conf", "envi", "mntr", "wchs", "wchc", "wchp", "dump",
+    "dirs",
+];
 
 /// A read-only picture of the server for rendering.
 pub struct View<'a> {
@@ -59,18 +62,30 @@ pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
         "wchc" => wchc(view),
         "wchp" => wchp(view),
         "dump" => dump(view),
-        "dirs" => format!("datadir_size: {}\nlogdir_size: {}\n", dirs.data_bytes, dirs.log_bytes),
+        "dirs" => format!(
+            "datadir_size: {}\nlogdir_size: {}\n",
+            dirs.data_bytes, dirs.log_bytes
+        ),
         other => unreachable!("{other} is not in WORDS"),
     }
 }
 
 fn version_line() -> String {
-    format!("Zookeeper version: {ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"))
+    format!(
+        "Zookeeper version: {ZOOKEEPER_VERSION}, built on {}",
+        env!("ZOOLOG_BUILD_DATE")
+    )
 }
 
 fn summary(view: &View<'_>, out: &mut String) {
     let latency = &view.stats.latency;
-    let _ = writeln!(out, "Latency min/avg/max: {}/{:.4}/{}", latency.min_ms, latency.average_ms(), latency.max_ms);
+    let _ = writeln!(
+        out,
+        "Latency min/avg/max: {}/{:.4}/{}",
+        latency.min_ms,
+        latency.average_ms(),
+        latency.max_ms
+    );
     let _ = writeln!(out, "Received: {}", view.stats.packets_received);
     let _ = writeln!(out, "Sent: {}", view.stats.packets_sent);
     let _ = writeln!(out, "Connections: {}", view.connections.len());
@@ -92,7 +107,14 @@ fn stat(view: &View<'_>) -> String {
     out.push_str("\nClients:\n");
     for connection in &view.connections {
         let stats = connection.stats;
-        let _ = writeln!(out, " {}[1](queued={},recved={},sent={})", peer(connection.peer), connection.queued, stats.received, stats.sent);
+        let _ = writeln!(
+            out,
+            " {}[1](queued={},recved={},sent={})",
+            peer(connection.peer),
+            connection.queued,
+            stats.received,
+            stats.sent
+        );
     }
     out.push('\n');
     summary(view, &mut out);
@@ -139,7 +161,14 @@ fn cons(view: &View<'_>) -> String {
     let mut out = String::new();
     for connection in &view.connections {
         let stats = connection.stats;
-        let _ = write!(out, " {}[1](queued={},recved={},sent={}", peer(connection.peer), connection.queued, stats.received, stats.sent);
+        let _ = write!(
+            out,
+            " {}[1](queued={},recved={},sent={}",
+            peer(connection.peer),
+            connection.queued,
+            stats.received,
+            stats.sent
+        );
         if connection.session_id != 0 {
             let _ = write!(
                 out,
@@ -184,45 +213,92 @@ fn conf(view: &View<'_>, dirs: &DirSizes) -> String {
 
 fn envi() -> String {
     let mut out = String::from("Environment:\n");
-    let _ = writeln!(out, "zookeeper.version={ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"));
+    let _ = writeln!(
+        out,
+        "zookeeper.version={ZOOKEEPER_VERSION}, built on {}",
+        env!("ZOOLOG_BUILD_DATE")
+    );
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let _ = writeln!(out, "host.name={}", host.trim());
     let _ = writeln!(out, "zoolog.version={}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out, "os.name={}", std::env::consts::OS);
     let _ = writeln!(out, "os.arch={}", std::env::consts::ARCH);
-    let _ = writeln!(out, "user.name={}", std::env::var("USER").unwrap_or_default());
-    let _ = writeln!(out, "user.home={}", std::env::var("HOME").unwrap_or_default());
-    let _ = writeln!(out, "user.dir={}", std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default());
+    let _ = writeln!(
+        out,
+        "user.name={}",
+        std::env::var("USER").unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "user.home={}",
+        std::env::var("HOME").unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "user.dir={}",
+        std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    );
     out
 }
 
 fn mntr(view: &View<'_>) -> String {
     let latency = &view.stats.latency;
     let lines: Vec<(&str, String)> = vec![
-        ("zk_version", format!("{ZOOKEEPER_VERSION}, built on {}", env!("ZOOLOG_BUILD_DATE"))),
+        (
+            "zk_version",
+            format!(
+                "{ZOOKEEPER_VERSION}, built on {}",
+                env!("ZOOLOG_BUILD_DATE")
+            ),
+        ),
         ("zk_server_state", "standalone".to_owned()),
         ("zk_avg_latency", format!("{:.4}", latency.average_ms())),
         ("zk_max_latency", latency.max_ms.to_string()),
         ("zk_min_latency", latency.min_ms.to_string()),
-        ("zk_packets_received", view.stats.packets_received.to_string()),
+        (
+            "zk_packets_received",
+            view.stats.packets_received.to_string(),
+        ),
         ("zk_packets_sent", view.stats.packets_sent.to_string()),
-        ("zk_num_alive_connections", view.connections.len().to_string()),
+        (
+            "zk_num_alive_connections",
+            view.connections.len().to_string(),
+        ),
         ("zk_outstanding_requests", view.outstanding.to_string()),
         ("zk_znode_count", view.tree.node_count().to_string()),
         ("zk_watch_count", view.watches.watch_count().to_string()),
-        ("zk_ephemerals_count", view.tree.ephemeral_count().to_string()),
-        ("zk_approximate_data_size", view.tree.approximate_data_bytes().to_string()),
-        ("zk_open_file_descriptor_count", open_file_descriptors().to_string()),
-        ("zk_max_file_descriptor_count", max_file_descriptors().to_string()),
+        (
+            "zk_ephemerals_count",
+            view.tree.ephemeral_count().to_string(),
+        ),
+        (
+            "zk_approximate_data_size",
+            view.tree.approximate_data_bytes().to_string(),
+        ),
+        (
+            "zk_open_file_descriptor_count",
+            open_file_descriptors().to_string(),
+        ),
+        (
+            "zk_max_file_descriptor_count",
+            max_file_descriptors().to_string(),
+        ),
         ("zk_global_sessions", view.sessions.len().to_string()),
         ("zk_local_sessions", "0".to_owned()),
         ("zk_last_zxid", view.tree.last_applied_zxid().to_string()),
     ];
-    lines.iter().map(|(key, value)| format!("{key}\t{value}\n")).collect()
+    lines
+        .iter()
+        .map(|(key, value)| format!("{key}\t{value}\n"))
+        .collect()
 }
 
 fn open_file_descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|entries| entries.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(|entries| entries.count())
+        .unwrap_or(0)
 }
 
 fn max_file_descriptors() -> u64 {
@@ -237,11 +313,17 @@ fn max_file_descriptors() -> u64 {
 
 fn wchs(view: &View<'_>) -> String {
     let summary = view.watches.summary();
-    format!("{} connections watching {} paths\nTotal watches:{}\n", summary.connections, summary.paths, summary.watches)
+    format!(
+        "{} connections watching {} paths\nTotal watches:{}\n",
+        summary.connections, summary.paths, summary.watches
+    )
 }
 
 fn session_of(view: &View<'_>, connection: ConnectionId) -> i64 {
-    view.connections.iter().find(|c| c.id == connection).map_or(0, |c| c.session_id)
+    view.connections
+        .iter()
+        .find(|c| c.id == connection)
+        .map_or(0, |c| c.session_id)
 }
 
 fn wchc(view: &View<'_>) -> String {
@@ -270,16 +352,29 @@ fn wchp(view: &View<'_>) -> String {
 
 fn dump(view: &View<'_>) -> String {
     let mut out = String::from("SessionTracker dump:\n");
-    let _ = writeln!(out, "Session Sets ({})/({}):", view.sessions.len(), view.sessions.len());
+    let _ = writeln!(
+        out,
+        "Session Sets ({})/({}):",
+        view.sessions.len(),
+        view.sessions.len()
+    );
     let mut sessions = view.sessions.clone();
     sessions.sort_by_key(|&(_, _, deadline)| deadline);
     for (session_id, _, deadline_ms) in &sessions {
         let remaining_ms = deadline_ms.saturating_sub(view.now.monotonic_ms);
-        let _ = writeln!(out, "1 expire at {}:", view.now.wall_ms + remaining_ms as i64);
+        let _ = writeln!(
+            out,
+            "1 expire at {}:",
+            view.now.wall_ms + remaining_ms as i64
+        );
         let _ = writeln!(out, "\t{session_id:#x}");
     }
     out.push_str("ephemeral nodes dump:\n");
-    let owners: Vec<_> = view.tree.sessions().filter(|(_, info)| !info.ephemerals.is_empty()).collect();
+    let owners: Vec<_> = view
+        .tree
+        .sessions()
+        .filter(|(_, info)| !info.ephemerals.is_empty())
+        .collect();
     let _ = writeln!(out, "Sessions with Ephemerals ({}):", owners.len());
     for (session_id, info) in owners {
         let _ = writeln!(out, "{session_id:#x}:");
@@ -289,9 +384,19 @@ fn dump(view: &View<'_>) -> String {
     }
     out.push_str("Connections dump:\n");
     let _ = writeln!(out, "Connections Sets (1)/({}):", view.connections.len());
-    let _ = writeln!(out, "{} expire at {}:", view.connections.len(), view.now.wall_ms);
+    let _ = writeln!(
+        out,
+        "{} expire at {}:",
+        view.connections.len(),
+        view.now.wall_ms
+    );
     for connection in &view.connections {
-        let _ = writeln!(out, "\tip: {} sessionId: {:#x}", peer(connection.peer), connection.session_id);
+        let _ = writeln!(
+            out,
+            "\tip: {} sessionId: {:#x}",
+            peer(connection.peer),
+            connection.session_id
+        );
     }
     out
 }

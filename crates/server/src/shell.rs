@@ -24,8 +24,15 @@ use crate::four_letter::{self, DirSizes};
 
 /// Inputs to the core task, from connection tasks and background jobs.
 enum Message {
-    Opened { connection: ConnectionId, peer: SocketAddr, handle: ConnectionHandle },
-    FourLetterWord { connection: ConnectionId, word: String },
+    Opened {
+        connection: ConnectionId,
+        peer: SocketAddr,
+        handle: ConnectionHandle,
+    },
+    FourLetterWord {
+        connection: ConnectionId,
+        word: String,
+    },
     Core(Input),
     SnapshotDone,
 }
@@ -60,7 +67,10 @@ pub enum ServeError {
     #[error("the snapshot at position {position} cannot be read: {reason}")]
     Snapshot { position: u64, reason: String },
     #[error("cannot listen on {address}: {source}")]
-    Listen { address: SocketAddr, source: std::io::Error },
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -76,8 +86,12 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
     let log = Arc::new(log);
     let tree_config = tree_config(&config);
     let tree = match &recovered.snapshot {
-        Some((position, bytes)) => DataTree::decode_snapshot(bytes, tree_config)
-            .map_err(|error| ServeError::Snapshot { position: *position, reason: error.to_string() })?,
+        Some((position, bytes)) => {
+            DataTree::decode_snapshot(bytes, tree_config).map_err(|error| ServeError::Snapshot {
+                position: *position,
+                reason: error.to_string(),
+            })?
+        }
         None => DataTree::new(tree_config),
     };
     tracing::info!(
@@ -100,24 +114,74 @@ fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
     }
 }
 
-async fn serve(config: ServerConfig, log: Arc<SingleLog>, tree: DataTree, committed: mpsc::Receiver<CommittedBatch>, replay: Vec<(u64, bytes::Bytes)>) -> Result<(), ServeError> {
+async fn serve(
+    config: ServerConfig,
+    log: Arc<SingleLog>,
+    tree: DataTree,
+    committed: mpsc::Receiver<CommittedBatch>,
+    replay: Vec<(u64, bytes::Bytes)>,
+) -> Result<(), ServeError> {
     let config = Arc::new(config);
     let listener = TcpListener::bind(config.client_addr)
         .await
-        .map_err(|source| ServeError::Listen { address: config.client_addr, source })?;
+        .map_err(|source| ServeError::Listen {
+            address: config.client_addr,
+            source,
+        })?;
     tracing::info!(address = %config.client_addr, "serving clients");
     let clock = Clock::new();
     let origin: u64 = rand::random();
     let mut core = Core::new(config.clone(), log.clone(), tree, origin, clock.now());
     for (position, entry) in replay {
-        let outputs = core.handle(Input::Committed { position: position as i64, entry }, clock.now());
-        debug_assert!(outputs.iter().all(|o| matches!(o, Output::SaveSnapshot { .. })), "replay answers nobody");
+        let outputs = core.handle(
+            Input::Committed {
+                position: position as i64,
+                entry,
+            },
+            clock.now(),
+        );
+        debug_assert!(
+            outputs
+                .iter()
+                .all(|o| matches!(o, Output::SaveSnapshot { .. })),
+            "replay answers nobody"
+        );
     }
     let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
     let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
-    let result = CoreTask { core, config, log, clock, messages, connections: HashMap::new() }.run(inbox, committed).await;
+    let purge = (config.purge_interval_hours > 0)
+        .then(|| tokio::spawn(purge_loop(log.clone(), config.purge_interval_hours)));
+    let result = CoreTask {
+        core,
+        config,
+        log,
+        clock,
+        messages,
+        connections: HashMap::new(),
+    }
+    .run(inbox, committed)
+    .await;
     accept.abort();
+    if let Some(purge) = purge {
+        purge.abort();
+    }
     result.map_err(ServeError::from)
+}
+
+/// autopurge.purgeInterval: snapshots beyond the retained count, and the log segments only they
+/// needed, are also deleted after every snapshot; the timer catches what a crash left behind.
+async fn purge_loop(log: Arc<SingleLog>, interval_hours: u64) {
+    let mut timer = tokio::time::interval(Duration::from_secs(interval_hours * 3600));
+    timer.tick().await;
+    loop {
+        timer.tick().await;
+        let log = log.clone();
+        match tokio::task::spawn_blocking(move || log.purge()).await {
+            Ok(Ok(())) => tracing::info!("purged old snapshots and log segments"),
+            Ok(Err(error)) => tracing::error!(%error, "purge failed"),
+            Err(error) => tracing::error!(%error, "purge task failed"),
+        }
+    }
 }
 
 /// Inputs waiting for the core task; connection readers wait when it is full.
@@ -129,12 +193,19 @@ struct Clock {
 
 impl Clock {
     fn new() -> Self {
-        Clock { start: Instant::now() }
+        Clock {
+            start: Instant::now(),
+        }
     }
 
     fn now(&self) -> Now {
-        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        Now { wall_ms, monotonic_ms: self.start.elapsed().as_millis() as u64 }
+        let wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Now {
+            wall_ms,
+            monotonic_ms: self.start.elapsed().as_millis() as u64,
+        }
     }
 }
 
@@ -148,10 +219,15 @@ struct CoreTask {
 }
 
 impl CoreTask {
-    async fn run(mut self, mut inbox: mpsc::Receiver<Message>, mut committed: mpsc::Receiver<CommittedBatch>) -> std::io::Result<()> {
+    async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<Message>,
+        mut committed: mpsc::Receiver<CommittedBatch>,
+    ) -> std::io::Result<()> {
         let tick_ms = (self.config.tick_ms / 4).clamp(50, 500);
         let mut tick = tokio::time::interval(Duration::from_millis(tick_ms));
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         loop {
             tokio::select! {
                 Some(message) = inbox.recv() => self.message(message),
@@ -175,11 +251,17 @@ impl CoreTask {
 
     fn message(&mut self, message: Message) {
         match message {
-            Message::Opened { connection, peer, handle } => {
+            Message::Opened {
+                connection,
+                peer,
+                handle,
+            } => {
                 self.connections.insert(connection, handle);
                 self.input(Input::Opened { connection, peer });
             }
-            Message::FourLetterWord { connection, word } => self.four_letter_word(connection, &word),
+            Message::FourLetterWord { connection, word } => {
+                self.four_letter_word(connection, &word)
+            }
             Message::Core(Input::Closed { connection }) => {
                 self.connections.remove(&connection);
                 self.input(Input::Closed { connection });
@@ -198,10 +280,21 @@ impl CoreTask {
 
     fn output(&mut self, output: Output) {
         match output {
-            Output::Write { connection, bytes, reply } => self.send(connection, bytes, reply),
+            Output::Write {
+                connection,
+                bytes,
+                reply,
+            } => self.send(connection, bytes, reply),
             Output::Close { connection } => self.close(connection),
-            Output::HandshakeDone { connection, accepted } => {
-                if let Some(sender) = self.connections.get_mut(&connection).and_then(|c| c.handshake.take()) {
+            Output::HandshakeDone {
+                connection,
+                accepted,
+            } => {
+                if let Some(sender) = self
+                    .connections
+                    .get_mut(&connection)
+                    .and_then(|c| c.handshake.take())
+                {
                     let _ = sender.send(accepted);
                 }
             }
@@ -210,10 +303,20 @@ impl CoreTask {
     }
 
     fn send(&mut self, connection: ConnectionId, bytes: Vec<u8>, reply: bool) {
-        let Some(handle) = self.connections.get(&connection) else { return };
-        let queued = handle.shared.outbound_bytes.fetch_add(bytes.len(), Ordering::Relaxed) + bytes.len();
+        let Some(handle) = self.connections.get(&connection) else {
+            return;
+        };
+        let queued = handle
+            .shared
+            .outbound_bytes
+            .fetch_add(bytes.len(), Ordering::Relaxed)
+            + bytes.len();
         if queued > self.config.outbound_bytes_per_connection_max {
-            tracing::warn!(connection, queued, "dropping a client that does not read its replies");
+            tracing::warn!(
+                connection,
+                queued,
+                "dropping a client that does not read its replies"
+            );
             self.close(connection);
             return;
         }
@@ -225,7 +328,9 @@ impl CoreTask {
         if let Some(handle) = self.connections.remove(&connection) {
             handle.reader.abort();
             let _ = handle.outbox.send(Outgoing::Close);
-            let outputs = self.core.handle(Input::Closed { connection }, self.clock.now());
+            let outputs = self
+                .core
+                .handle(Input::Closed { connection }, self.clock.now());
             for output in outputs {
                 self.output(output);
             }
@@ -234,13 +339,19 @@ impl CoreTask {
 
     fn four_letter_word(&mut self, connection: ConnectionId, word: &str) {
         let text = if self.config.four_letter_word_enabled(word) {
-            let dirs = DirSizes { data_bytes: directory_bytes(&self.config.data_dir), log_bytes: directory_bytes(&self.config.data_log_dir) };
+            let dirs = DirSizes {
+                data_bytes: directory_bytes(&self.config.data_dir),
+                log_bytes: directory_bytes(&self.config.data_log_dir),
+            };
             four_letter::answer(word, &self.core.view(), &dirs)
         } else {
             format!("{word} is not executed because it is not in the whitelist.\n")
         };
         if let Some(handle) = self.connections.get(&connection) {
-            let _ = handle.outbox.send(Outgoing::Bytes { bytes: text.into_bytes(), reply: false });
+            let _ = handle.outbox.send(Outgoing::Bytes {
+                bytes: text.into_bytes(),
+                reply: false,
+            });
         }
         self.close(connection);
     }
@@ -254,7 +365,11 @@ impl CoreTask {
             tree.encode_snapshot(&mut bytes);
             let position = tree.last_applied_zxid() as u64;
             match log.save_snapshot(position, &bytes) {
-                Ok(()) => tracing::info!(position, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot saved"),
+                Ok(()) => tracing::info!(
+                    position,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "snapshot saved"
+                ),
                 Err(error) => tracing::error!(%error, position, "snapshot failed"),
             }
             let _ = messages.blocking_send(Message::SnapshotDone);
@@ -263,7 +378,9 @@ impl CoreTask {
 }
 
 fn directory_bytes(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
     entries
         .flatten()
         .map(|entry| match entry.file_type() {
@@ -273,7 +390,11 @@ fn directory_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-async fn accept_loop(listener: TcpListener, config: Arc<ServerConfig>, messages: mpsc::Sender<Message>) {
+async fn accept_loop(
+    listener: TcpListener,
+    config: Arc<ServerConfig>,
+    messages: mpsc::Sender<Message>,
+) {
     let mut next_connection: ConnectionId = 1;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -296,15 +417,39 @@ async fn accept_loop(listener: TcpListener, config: Arc<ServerConfig>, messages:
         let (outbox, outbox_receiver) = mpsc::unbounded_channel();
         let (handshake_sender, handshake_receiver) = oneshot::channel();
         tokio::spawn(write_loop(write_half, outbox_receiver, shared.clone()));
-        let reader = tokio::spawn(read_loop(read_half, connection, config.clone(), messages.clone(), shared.clone(), handshake_receiver));
-        let handle = ConnectionHandle { outbox, shared, reader, handshake: Some(handshake_sender) };
-        if messages.send(Message::Opened { connection, peer, handle }).await.is_err() {
+        let reader = tokio::spawn(read_loop(
+            read_half,
+            connection,
+            config.clone(),
+            messages.clone(),
+            shared.clone(),
+            handshake_receiver,
+        ));
+        let handle = ConnectionHandle {
+            outbox,
+            shared,
+            reader,
+            handshake: Some(handshake_sender),
+        };
+        if messages
+            .send(Message::Opened {
+                connection,
+                peer,
+                handle,
+            })
+            .await
+            .is_err()
+        {
             return;
         }
     }
 }
 
-async fn write_loop(socket: OwnedWriteHalf, mut outbox: mpsc::UnboundedReceiver<Outgoing>, shared: Arc<Shared>) {
+async fn write_loop(
+    socket: OwnedWriteHalf,
+    mut outbox: mpsc::UnboundedReceiver<Outgoing>,
+    shared: Arc<Shared>,
+) {
     let mut socket = BufWriter::with_capacity(64 * 1024, socket);
     while let Some(first) = outbox.recv().await {
         let mut next = Some(first);
@@ -315,7 +460,9 @@ async fn write_loop(socket: OwnedWriteHalf, mut outbox: mpsc::UnboundedReceiver<
                     if socket.write_all(&bytes).await.is_err() {
                         return;
                     }
-                    shared.outbound_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    shared
+                        .outbound_bytes
+                        .fetch_sub(bytes.len(), Ordering::Relaxed);
                     if reply {
                         shared.outstanding.add_permits(1);
                     }
@@ -342,15 +489,43 @@ enum ReadEnd {
     HandedOver,
 }
 
-async fn read_loop(socket: OwnedReadHalf, connection: ConnectionId, config: Arc<ServerConfig>, messages: mpsc::Sender<Message>, shared: Arc<Shared>, handshake: oneshot::Receiver<bool>) {
-    let mut reader = FrameReader { socket, buffer: Vec::new(), bytes_max: config.packet_bytes_max };
-    let end = read_connection(&mut reader, connection, &config, &messages, &shared, handshake).await;
+async fn read_loop(
+    socket: OwnedReadHalf,
+    connection: ConnectionId,
+    config: Arc<ServerConfig>,
+    messages: mpsc::Sender<Message>,
+    shared: Arc<Shared>,
+    handshake: oneshot::Receiver<bool>,
+) {
+    let mut reader = FrameReader {
+        socket,
+        buffer: Vec::new(),
+        bytes_max: config.packet_bytes_max,
+    };
+    let end = read_connection(
+        &mut reader,
+        connection,
+        &config,
+        &messages,
+        &shared,
+        handshake,
+    )
+    .await;
     if let ReadEnd::Gone = end {
-        let _ = messages.send(Message::Core(Input::Closed { connection })).await;
+        let _ = messages
+            .send(Message::Core(Input::Closed { connection }))
+            .await;
     }
 }
 
-async fn read_connection(reader: &mut FrameReader, connection: ConnectionId, config: &ServerConfig, messages: &mpsc::Sender<Message>, shared: &Shared, handshake: oneshot::Receiver<bool>) -> ReadEnd {
+async fn read_connection(
+    reader: &mut FrameReader,
+    connection: ConnectionId,
+    config: &ServerConfig,
+    messages: &mpsc::Sender<Message>,
+    shared: &Shared,
+    handshake: oneshot::Receiver<bool>,
+) -> ReadEnd {
     let deadline = Duration::from_millis(config.handshake_timeout_ms);
     let first = match tokio::time::timeout(deadline, reader.first_frame()).await {
         Ok(Ok(first)) => first,
@@ -358,13 +533,24 @@ async fn read_connection(reader: &mut FrameReader, connection: ConnectionId, con
     };
     let frame = match first {
         First::FourLetterWord(word) => {
-            let _ = messages.send(Message::FourLetterWord { connection, word }).await;
+            let _ = messages
+                .send(Message::FourLetterWord { connection, word })
+                .await;
             return ReadEnd::HandedOver;
         }
         First::Frame(frame) => frame,
     };
-    let Ok(request) = ConnectRequest::decode(&frame) else { return ReadEnd::Gone };
-    if messages.send(Message::Core(Input::Handshake { connection, request })).await.is_err() {
+    let Ok(request) = ConnectRequest::decode(&frame) else {
+        return ReadEnd::Gone;
+    };
+    if messages
+        .send(Message::Core(Input::Handshake {
+            connection,
+            request,
+        }))
+        .await
+        .is_err()
+    {
         return ReadEnd::Gone;
     }
     // Nothing more is read until the session is decided (clients pipeline behind the handshake).
@@ -372,9 +558,13 @@ async fn read_connection(reader: &mut FrameReader, connection: ConnectionId, con
         return ReadEnd::HandedOver;
     }
     loop {
-        let Ok(permit) = shared.outstanding.acquire().await else { return ReadEnd::Gone };
+        let Ok(permit) = shared.outstanding.acquire().await else {
+            return ReadEnd::Gone;
+        };
         permit.forget();
-        let Ok(frame) = reader.frame().await else { return ReadEnd::Gone };
+        let Ok(frame) = reader.frame().await else {
+            return ReadEnd::Gone;
+        };
         let input = match decode_request(connection, &frame) {
             Some(input) => input,
             None => return ReadEnd::Gone,
@@ -389,10 +579,19 @@ fn decode_request(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
     if frame.len() < 8 {
         return None;
     }
-    let header = RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
+    let header =
+        RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
     Some(match Request::decode(header.opcode, &frame[8..]) {
-        Ok(request) => Input::Request { connection, xid: header.xid, request },
-        Err(error) => Input::Undecodable { connection, xid: header.xid, error },
+        Ok(request) => Input::Request {
+            connection,
+            xid: header.xid,
+            request,
+        },
+        Err(error) => Input::Undecodable {
+            connection,
+            xid: header.xid,
+            error,
+        },
     })
 }
 
@@ -435,4 +634,3 @@ impl FrameReader {
         Ok(std::mem::take(&mut self.buffer))
     }
 }
-

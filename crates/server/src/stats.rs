@@ -27,7 +27,11 @@ pub struct Latency {
 
 impl Latency {
     pub fn record(&mut self, latency_ms: u64) {
-        self.min_ms = if self.count == 0 { latency_ms } else { self.min_ms.min(latency_ms) };
+        self.min_ms = if self.count == 0 {
+            latency_ms
+        } else {
+            self.min_ms.min(latency_ms)
+        };
         self.max_ms = self.max_ms.max(latency_ms);
         self.total_ms += latency_ms;
         self.count += 1;

@@ -15,7 +15,8 @@ impl TempDir {
     fn new() -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("zoolog-config-test-{}-{n}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("zoolog-config-test-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir(path)
@@ -66,7 +67,10 @@ fn error(list: &[&str], jvm_flags: Option<&str>) -> String {
 
 fn assert_mentions(message: &str, parts: &[&str]) {
     for part in parts {
-        assert!(message.contains(part), "{message:?} does not mention {part:?}");
+        assert!(
+            message.contains(part),
+            "{message:?} does not mention {part:?}"
+        );
     }
 }
 
@@ -118,7 +122,10 @@ fn defaults_are_zookeepers_and_zoologs() {
     assert_eq!(c.tick_ms, 3000);
     assert_eq!(c.data_dir, PathBuf::from("./zoolog-data"));
     assert_eq!(c.data_log_dir, c.data_dir);
-    assert_eq!(c.client_addr, "127.0.0.1:2181".parse::<SocketAddr>().unwrap());
+    assert_eq!(
+        c.client_addr,
+        "127.0.0.1:2181".parse::<SocketAddr>().unwrap()
+    );
     assert_eq!(c.session_timeout_min_ms, 6000);
     assert_eq!(c.session_timeout_max_ms, 60000);
     assert_eq!(c.connections_per_ip_max, 60);
@@ -148,7 +155,10 @@ fn no_arguments_give_the_defaults() {
         return; // someone's data directory in the test's working directory; not ours to judge
     }
     assert_eq!(load(&[]), ServerConfig::default());
-    assert_eq!(ServerConfig::from_args(&[], Some("")).unwrap(), ServerConfig::default());
+    assert_eq!(
+        ServerConfig::from_args(&[], Some("")).unwrap(),
+        ServerConfig::default()
+    );
 }
 
 // --- zoo.cfg ----------------------------------------------------------------------------------
@@ -257,9 +267,25 @@ fn properties_syntax_continuations_separators_escapes() {
     let c = load_file(&dir.write("zoo.cfg", &text));
     assert_eq!(c.data_dir, PathBuf::from(&data));
     assert_eq!(c.tick_ms, 2500);
-    assert_eq!(c.four_letter_words, vec!["srvr", "ruok", "#", "not", "a", "comment", "but", "continuation:", "conf"]);
+    assert_eq!(
+        c.four_letter_words,
+        vec![
+            "srvr",
+            "ruok",
+            "#",
+            "not",
+            "a",
+            "comment",
+            "but",
+            "continuation:",
+            "conf"
+        ]
+    );
     assert!(c.four_letter_word_enabled("conf"));
-    assert_eq!(c.entries_per_snapshot, 8000, "a later line overrides an earlier one");
+    assert_eq!(
+        c.entries_per_snapshot, 8000,
+        "a later line overrides an earlier one"
+    );
     assert_eq!(c.super_digest.as_deref(), Some("super:abc="));
     assert_eq!(c.client_addr.port(), 3181);
 }
@@ -287,9 +313,15 @@ fn four_letter_word_whitelists() {
     for word in ["ruok", "srvr", "stat", "dump", "wchc"] {
         assert!(star.four_letter_word_enabled(word), "{word}");
     }
-    let mixed = load(&["-Dzookeeper.4lw.commands.whitelist=ruok, *", &format!("-DdataDir={data}")]);
+    let mixed = load(&[
+        "-Dzookeeper.4lw.commands.whitelist=ruok, *",
+        &format!("-DdataDir={data}"),
+    ]);
     assert!(mixed.four_letter_word_enabled("cons"));
-    let none = load(&["-Dzookeeper.4lw.commands.whitelist=", &format!("-DdataDir={data}")]);
+    let none = load(&[
+        "-Dzookeeper.4lw.commands.whitelist=",
+        &format!("-DdataDir={data}"),
+    ]);
     assert!(none.four_letter_words.is_empty());
     assert!(!none.four_letter_word_enabled("srvr"));
 }
@@ -352,7 +384,10 @@ checkIntervalMs = 1000
 className = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
 "#
     );
-    let c = load(&["--config", dir.write("zoolog.toml", &text).to_str().unwrap()]);
+    let c = load(&[
+        "--config",
+        dir.write("zoolog.toml", &text).to_str().unwrap(),
+    ]);
     let expected = ServerConfig {
         tick_ms: 2000,
         data_dir: PathBuf::from(&data),
@@ -381,27 +416,47 @@ fn toml_dotted_quoted_and_string_forms_are_the_same_setting() {
     let text = format!(
         "dataDir = \"{data}\"\ntickTime = \"1500\"\nautopurge.snapRetainCount = 6\n4lw.commands.whitelist = \"*\"\n"
     );
-    let c = load(&[&format!("--config={}", dir.write("z.toml", &text).display())]);
+    let c = load(&[&format!(
+        "--config={}",
+        dir.write("z.toml", &text).display()
+    )]);
     assert_eq!(c.tick_ms, 1500);
     assert_eq!(c.snapshots_retained, 6);
     assert!(c.four_letter_word_enabled("dump"));
 
     let twice = "\"autopurge.snapRetainCount\" = 5\n\n[autopurge]\nsnapRetainCount = 6\n";
     let message = error(&[dir.write("twice.toml", twice).to_str().unwrap()], None);
-    assert_mentions(&message, &["twice.toml", "line 4", "autopurge.snapRetainCount", "already set on line 1"]);
+    assert_mentions(
+        &message,
+        &[
+            "twice.toml",
+            "line 4",
+            "autopurge.snapRetainCount",
+            "already set on line 1",
+        ],
+    );
 }
 
 #[test]
 fn toml_errors_name_file_line_and_key() {
     let dir = TempDir::new();
     let path = dir.write("bad.toml", "clientPort = 2181\ntickTime = \"soon\"\n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["bad.toml", "line 2", "tickTime", "soon", "whole number"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["bad.toml", "line 2", "tickTime", "soon", "whole number"],
+    );
 
     let path = dir.write("syntax.toml", "tickTime = 2000\n\ndataDir = \n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["syntax.toml", "line 3"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["syntax.toml", "line 3"],
+    );
 
     let path = dir.write("array.toml", "dataDir = [\"a\", \"b\"]\n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["array.toml", "line 1", "dataDir", "array"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["array.toml", "line 1", "dataDir", "array"],
+    );
 }
 
 // --- precedence -------------------------------------------------------------------------------
@@ -419,17 +474,49 @@ fn precedence_file_then_jvm_flags_then_arguments() {
                  -Dcom.sun.management.jmxremote -Dzookeeper.log.dir=/var/log/zookeeper";
 
     let c = ServerConfig::from_args(&args(&[file]), None).unwrap();
-    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (1000, false, 1000));
+    assert_eq!(
+        (
+            c.entries_per_snapshot,
+            c.extended_types_enabled,
+            c.packet_bytes_max
+        ),
+        (1000, false, 1000)
+    );
 
     let c = ServerConfig::from_args(&args(&[file]), Some(flags)).unwrap();
-    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (2000, true, 1000));
+    assert_eq!(
+        (
+            c.entries_per_snapshot,
+            c.extended_types_enabled,
+            c.packet_bytes_max
+        ),
+        (2000, true, 1000)
+    );
 
-    let c = ServerConfig::from_args(&args(&["-Dzookeeper.snapCount=3000", file, "-Djute.maxbuffer=0x1000"]), Some(flags))
-        .unwrap();
-    assert_eq!((c.entries_per_snapshot, c.extended_types_enabled, c.packet_bytes_max), (3000, true, 4096));
+    let c = ServerConfig::from_args(
+        &args(&[
+            "-Dzookeeper.snapCount=3000",
+            file,
+            "-Djute.maxbuffer=0x1000",
+        ]),
+        Some(flags),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.entries_per_snapshot,
+            c.extended_types_enabled,
+            c.packet_bytes_max
+        ),
+        (3000, true, 4096)
+    );
 
     // A later -D argument wins over an earlier one.
-    let c = ServerConfig::from_args(&args(&[file, "-DsnapCount=5", "-Dzookeeper.snapCount=6"]), Some(flags)).unwrap();
+    let c = ServerConfig::from_args(
+        &args(&[file, "-DsnapCount=5", "-Dzookeeper.snapCount=6"]),
+        Some(flags),
+    )
+    .unwrap();
     assert_eq!(c.entries_per_snapshot, 6);
 }
 
@@ -462,21 +549,45 @@ fn session_timeouts_follow_tick_time_unless_set() {
     let d = format!("-DdataDir={data}");
 
     let c = load(&["-DtickTime=1000", &d]);
-    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (2000, 20000));
+    assert_eq!(
+        (c.session_timeout_min_ms, c.session_timeout_max_ms),
+        (2000, 20000)
+    );
 
     // tickTime set after the timeouts' source (file first, -D later) still drives derivation.
-    let path = dir.write("zoo.cfg", &format!("dataDir={data}\nmaxSessionTimeout=50000\ntickTime=2000\n"));
+    let path = dir.write(
+        "zoo.cfg",
+        &format!("dataDir={data}\nmaxSessionTimeout=50000\ntickTime=2000\n"),
+    );
     let c = load(&[path.to_str().unwrap(), "-DtickTime=500"]);
-    assert_eq!((c.tick_ms, c.session_timeout_min_ms, c.session_timeout_max_ms), (500, 1000, 50000));
+    assert_eq!(
+        (
+            c.tick_ms,
+            c.session_timeout_min_ms,
+            c.session_timeout_max_ms
+        ),
+        (500, 1000, 50000)
+    );
 
     let c = load(&["-DtickTime=1000", "-DminSessionTimeout=7000", &d]);
-    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (7000, 20000));
+    assert_eq!(
+        (c.session_timeout_min_ms, c.session_timeout_max_ms),
+        (7000, 20000)
+    );
 
     let c = load(&["-DtickTime=100", "-DminSessionTimeout=300", &d]);
-    assert_eq!((c.session_timeout_min_ms, c.session_timeout_max_ms), (300, 2000));
+    assert_eq!(
+        (c.session_timeout_min_ms, c.session_timeout_max_ms),
+        (300, 2000)
+    );
 
     // ZooKeeper's -1 means "derive".
-    let c = load(&["-DtickTime=100", "-DminSessionTimeout=300", "-DminSessionTimeout=-1", &d]);
+    let c = load(&[
+        "-DtickTime=100",
+        "-DminSessionTimeout=300",
+        "-DminSessionTimeout=-1",
+        &d,
+    ]);
     assert_eq!(c.session_timeout_min_ms, 200);
 }
 
@@ -484,13 +595,41 @@ fn session_timeouts_follow_tick_time_unless_set() {
 fn min_session_timeout_above_max_is_an_error() {
     let dir = TempDir::new();
     let data = dir.data_dir();
-    let path = dir.write("zoo.cfg", &format!("dataDir={data}\nminSessionTimeout=30000\nmaxSessionTimeout=20000\n"));
+    let path = dir.write(
+        "zoo.cfg",
+        &format!("dataDir={data}\nminSessionTimeout=30000\nmaxSessionTimeout=20000\n"),
+    );
     let message = error(&[path.to_str().unwrap()], None);
-    assert_mentions(&message, &["minSessionTimeout", "maxSessionTimeout", "30000", "20000", "zoo.cfg, line 2", "line 3"]);
+    assert_mentions(
+        &message,
+        &[
+            "minSessionTimeout",
+            "maxSessionTimeout",
+            "30000",
+            "20000",
+            "zoo.cfg, line 2",
+            "line 3",
+        ],
+    );
 
     // Explicit min above the max derived from tickTime (20 × 1000).
-    let message = error(&["-DtickTime=1000", "-DminSessionTimeout=25000", &format!("-DdataDir={data}")], None);
-    assert_mentions(&message, &["minSessionTimeout", "maxSessionTimeout", "20 × tickTime", "command line"]);
+    let message = error(
+        &[
+            "-DtickTime=1000",
+            "-DminSessionTimeout=25000",
+            &format!("-DdataDir={data}"),
+        ],
+        None,
+    );
+    assert_mentions(
+        &message,
+        &[
+            "minSessionTimeout",
+            "maxSessionTimeout",
+            "20 × tickTime",
+            "command line",
+        ],
+    );
 }
 
 // --- myid -------------------------------------------------------------------------------------
@@ -514,7 +653,14 @@ fn bad_myid_is_an_error() {
     let data = dir.data_dir();
     let d = format!("-DdataDir={data}");
     // Debian's placeholder, as /var/lib/zookeeper/myid links to.
-    for bad in ["replace this text with the cluster-unique zookeeper's instance id (1-255)\n", "0", "255", "-3", "", "1 2"] {
+    for bad in [
+        "replace this text with the cluster-unique zookeeper's instance id (1-255)\n",
+        "0",
+        "255",
+        "-3",
+        "",
+        "1 2",
+    ] {
         std::fs::write(Path::new(&data).join("myid"), bad).unwrap();
         let message = error(&[&d], None);
         assert_mentions(&message, &["myid", "between 1 and 254"]);
@@ -542,13 +688,19 @@ fn non_numeric_numbers_name_file_line_and_key() {
         "znode.container.maxNeverUsedIntervalMs",
         "zookeeper.nio.sessionlessCnxnTimeout",
     ] {
-        let path = dir.write("zoo.cfg", &format!("dataDir={data}\n# comment\n\n{key}=12abc\n"));
+        let path = dir.write(
+            "zoo.cfg",
+            &format!("dataDir={data}\n# comment\n\n{key}=12abc\n"),
+        );
         let message = error(&[path.to_str().unwrap()], None);
         assert_mentions(&message, &["zoo.cfg, line 4", key, "12abc", "whole number"]);
     }
     // A trailing comment is part of the value, as in ZooKeeper; the message says so.
     let path = dir.write("zoo.cfg", "tickTime=2000 # two seconds\n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["line 1", "tickTime", "comment"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["line 1", "tickTime", "comment"],
+    );
 }
 
 #[test]
@@ -571,9 +723,15 @@ fn out_of_range_values() {
         assert_mentions(&message, &["zoo.cfg, line 2", needle]);
     }
     let path = dir.write("zoo.cfg", "clientPort=70000\n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["clientPort", "65535", "70000"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["clientPort", "65535", "70000"],
+    );
     let path = dir.write("zoo.cfg", "tickTime=0\n");
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["tickTime", "between 1 and"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["tickTime", "between 1 and"],
+    );
 }
 
 #[test]
@@ -583,20 +741,32 @@ fn other_bad_values() {
     for (line, needle) in [
         ("reconfigEnabled=maybe", "true or false"),
         ("zookeeper.skipACL=sure", "yes, no, true or false"),
-        ("zookeeper.DigestAuthenticationProvider.superDigest=nocolon", "user:"),
+        (
+            "zookeeper.DigestAuthenticationProvider.superDigest=nocolon",
+            "user:",
+        ),
         ("dataDir=", "directory"),
-        ("clientPortAddress=no.such.host.invalid", "clientPortAddress"),
+        (
+            "clientPortAddress=no.such.host.invalid",
+            "clientPortAddress",
+        ),
     ] {
         let path = dir.write("zoo.cfg", &format!("dataDir={data}\n{line}\n"));
         let message = error(&[path.to_str().unwrap()], None);
-        assert_mentions(&message, &["zoo.cfg, line 2", line.split('=').next().unwrap(), needle]);
+        assert_mentions(
+            &message,
+            &["zoo.cfg, line 2", line.split('=').next().unwrap(), needle],
+        );
     }
 }
 
 #[test]
 fn errors_from_jvm_flags_and_arguments_say_where() {
     let message = error(&[], Some("-Xmx1g -Dzookeeper.snapCount=lots"));
-    assert_mentions(&message, &["SERVER_JVMFLAGS", "zookeeper.snapCount", "lots"]);
+    assert_mentions(
+        &message,
+        &["SERVER_JVMFLAGS", "zookeeper.snapCount", "lots"],
+    );
     let message = error(&["-Djute.maxbuffer=big"], None);
     assert_mentions(&message, &["command line", "jute.maxbuffer", "big"]);
 }
@@ -620,7 +790,10 @@ fn missing_and_unreadable_files() {
 
     let path = dir.path().join("latin.toml");
     std::fs::write(&path, b"dataDir = \"caf\xe9\"\n").unwrap();
-    assert_mentions(&error(&[path.to_str().unwrap()], None), &["latin.toml", "UTF-8"]);
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["latin.toml", "UTF-8"],
+    );
 }
 
 #[test]
@@ -629,12 +802,24 @@ fn usage_errors() {
     let path = dir.write("zoo.cfg", "tickTime=2000\n");
     let p = path.to_str().unwrap();
     assert_mentions(&error(&["--config"], None), &["--config needs a file name"]);
-    assert_mentions(&error(&["--config="], None), &["--config needs a file name"]);
+    assert_mentions(
+        &error(&["--config="], None),
+        &["--config needs a file name"],
+    );
     assert_mentions(&error(&["--config", p, p], None), &["one config file"]);
-    assert_mentions(&error(&["--config", p, "--config", p], None), &["more than once"]);
-    assert_mentions(&error(&["--verbose"], None), &["unknown option", "--verbose"]);
+    assert_mentions(
+        &error(&["--config", p, "--config", p], None),
+        &["more than once"],
+    );
+    assert_mentions(
+        &error(&["--verbose"], None),
+        &["unknown option", "--verbose"],
+    );
     assert_mentions(&error(&["-D=3"], None), &["-Dname=value"]);
-    assert_mentions(&error(&["a", "b", "c", "d", "e"], None), &["too many arguments"]);
+    assert_mentions(
+        &error(&["a", "b", "c", "d", "e"], None),
+        &["too many arguments"],
+    );
 }
 
 #[test]
@@ -642,8 +827,16 @@ fn error_values_carry_the_origin_and_key() {
     let dir = TempDir::new();
     let path = dir.write("zoo.cfg", "\n\nmaxCnxns=x\n");
     match ServerConfig::from_args(&args(&[path.to_str().unwrap()]), None) {
-        Err(ConfigError::Invalid { origin, key, value, .. }) => {
-            assert_eq!(origin, Origin::File { path: path.clone(), line: 3 });
+        Err(ConfigError::Invalid {
+            origin, key, value, ..
+        }) => {
+            assert_eq!(
+                origin,
+                Origin::File {
+                    path: path.clone(),
+                    line: 3
+                }
+            );
             assert_eq!(key, "maxCnxns");
             assert_eq!(value, "x");
         }
@@ -677,8 +870,15 @@ fn unknown_and_inapplicable_keys_are_ignored() {
     );
     let path = dir.write("zoo.cfg", &text);
     let flags = "-Dzookeeper.admin.enableServer=false -Dsome.unknown.property=1 -Dzookeeper.root.logger=INFO,CONSOLE";
-    let c = ServerConfig::from_args(&args(&[path.to_str().unwrap(), "-Dno.such=thing", "-Dzookeeper.tickTime=1"]), Some(flags))
-        .unwrap();
+    let c = ServerConfig::from_args(
+        &args(&[
+            path.to_str().unwrap(),
+            "-Dno.such=thing",
+            "-Dzookeeper.tickTime=1",
+        ]),
+        Some(flags),
+    )
+    .unwrap();
     let expected = ServerConfig {
         tick_ms: 2000,
         data_dir: PathBuf::from(&data),

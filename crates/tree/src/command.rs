@@ -25,7 +25,10 @@ pub enum CommandOp {
     CloseSession,
     /// A client write (create*, delete, setData, setACL, multi) with the caller's identities at
     /// submit time, for ACL checks and `auth` expansion.
-    Write { request: Request, identities: Vec<Id> },
+    Write {
+        request: Request,
+        identities: Vec<Id>,
+    },
     /// Container/TTL reaper: deletes `path` only if, at this command's time, it still qualifies.
     Reap { path: String },
 }
@@ -43,13 +46,19 @@ impl Command {
         self.cxid.write_to(&mut out);
         self.time_ms.write_to(&mut out);
         match &self.op {
-            CommandOp::CreateSession { timeout_ms, password } => {
+            CommandOp::CreateSession {
+                timeout_ms,
+                password,
+            } => {
                 out.push(TAG_CREATE_SESSION);
                 timeout_ms.write_to(&mut out);
                 Some(password.clone()).write_to(&mut out);
             }
             CommandOp::CloseSession => out.push(TAG_CLOSE_SESSION),
-            CommandOp::Write { request, identities } => {
+            CommandOp::Write {
+                request,
+                identities,
+            } => {
                 out.push(TAG_WRITE);
                 identities.write_to(&mut out);
                 request.opcode().code().write_to(&mut out);
@@ -68,7 +77,9 @@ impl Command {
         let reader = &mut Reader::new(bytes);
         let version = reader.take(1)?[0];
         if version != ENCODING_VERSION {
-            return Err(DecodeError::UnknownOpcode { opcode: i32::from(version) });
+            return Err(DecodeError::UnknownOpcode {
+                opcode: i32::from(version),
+            });
         }
         let session_id = i64::read_from(reader)?;
         let cxid = i32::read_from(reader)?;
@@ -83,12 +94,26 @@ impl Command {
                 let identities = Vec::<Id>::read_from(reader)?;
                 let opcode = i32::read_from(reader)?;
                 let body = reader.take(reader.remaining())?;
-                CommandOp::Write { request: Request::decode(opcode, body)?, identities }
+                CommandOp::Write {
+                    request: Request::decode(opcode, body)?,
+                    identities,
+                }
             }
-            TAG_REAP => CommandOp::Reap { path: String::read_from(reader)? },
-            tag => return Err(DecodeError::UnknownOpcode { opcode: i32::from(tag) }),
+            TAG_REAP => CommandOp::Reap {
+                path: String::read_from(reader)?,
+            },
+            tag => {
+                return Err(DecodeError::UnknownOpcode {
+                    opcode: i32::from(tag),
+                })
+            }
         };
         reader.finish()?;
-        Ok(Command { session_id, cxid, time_ms, op })
+        Ok(Command {
+            session_id,
+            cxid,
+            time_ms,
+            op,
+        })
     }
 }

@@ -47,7 +47,10 @@ impl Node {
             ctime: self.ctime_ms,
             mtime: self.mtime_ms,
             version: self.version,
-            cversion: self.child_creations.wrapping_mul(2).wrapping_sub(num_children),
+            cversion: self
+                .child_creations
+                .wrapping_mul(2)
+                .wrapping_sub(num_children),
             aversion: self.aversion,
             // Containers and TTL nodes report 0: their internal markers are not session ids.
             ephemeral_owner: match self.kind {

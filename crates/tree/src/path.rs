@@ -25,7 +25,9 @@ pub fn child_path(parent: &str, name: &str) -> String {
 
 /// The strict ancestors of `path`, nearest first, ending with "/".
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    std::iter::successors(parent_of(path).filter(|_| path != "/"), |p| parent_of(p).filter(|_| *p != "/"))
+    std::iter::successors(parent_of(path).filter(|_| path != "/"), |p| {
+        parent_of(p).filter(|_| *p != "/")
+    })
 }
 
 /// ZooKeeper's server-side path validation. Characters are judged as Java judges its UTF-16 code
@@ -54,10 +56,34 @@ mod tests {
 
     #[test]
     fn validation_follows_java_rules() {
-        for good in ["/", "/a", "/a/b", "/a.b", "/...", "/a/.b", "/é", "/\u{FFEF}"] {
+        for good in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b",
+            "/...",
+            "/a/.b",
+            "/é",
+            "/\u{FFEF}",
+        ] {
             assert!(is_valid(good), "{good:?}");
         }
-        for bad in ["", "a", "/a/", "//", "/a//b", "/.", "/a/..", "/a\0", "/\u{1}", "/\u{7f}", "/\u{9f}", "/\u{E000}", "/\u{FFF0}", "/😀"] {
+        for bad in [
+            "",
+            "a",
+            "/a/",
+            "//",
+            "/a//b",
+            "/.",
+            "/a/..",
+            "/a\0",
+            "/\u{1}",
+            "/\u{7f}",
+            "/\u{9f}",
+            "/\u{E000}",
+            "/\u{FFF0}",
+            "/😀",
+        ] {
             assert!(!is_valid(bad), "{bad:?}");
         }
     }

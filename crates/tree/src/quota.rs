@@ -39,7 +39,11 @@ impl QuotaValues {
     /// remaining keys sorted, each after ';'.
     pub fn render(&self) -> Vec<u8> {
         let mut text = format!("count={},bytes={}", self.get("count"), self.get("bytes"));
-        let mut extra = self.0.iter().filter(|(key, _)| *key != "count" && *key != "bytes").peekable();
+        let mut extra = self
+            .0
+            .iter()
+            .filter(|(key, _)| *key != "count" && *key != "bytes")
+            .peekable();
         if extra.peek().is_some() {
             text.push('=');
             for (key, value) in extra {
@@ -67,7 +71,10 @@ impl DataTree {
         if self.quota_roots.is_empty() {
             return None;
         }
-        std::iter::once(path).chain(path::ancestors(path)).find(|p| *p != "/" && self.quota_roots.contains(*p)).map(str::to_owned)
+        std::iter::once(path)
+            .chain(path::ancestors(path))
+            .find(|p| *p != "/" && self.quota_roots.contains(*p))
+            .map(str::to_owned)
     }
 
     pub(crate) fn note_quota_node_created(&mut self, path: &str) {
@@ -91,7 +98,9 @@ impl DataTree {
         if path::name_of(path) != STATS_NODE {
             return;
         }
-        let Some(real) = tracked_path_of_quota_child(path) else { return };
+        let Some(real) = tracked_path_of_quota_child(path) else {
+            return;
+        };
         let (count, bytes) = self.subtree_totals(real);
         let mut values = QuotaValues::default();
         values.set("count", count as i64);
@@ -104,19 +113,29 @@ impl DataTree {
         let mut pending = vec![root.to_owned()];
         let (mut count, mut bytes) = (0u64, 0u64);
         while let Some(current) = pending.pop() {
-            let Some(node) = self.nodes.get(&current) else { continue };
+            let Some(node) = self.nodes.get(&current) else {
+                continue;
+            };
             count += 1;
             bytes += node.data_length() as u64;
-            pending.extend(node.children.iter().map(|name| path::child_path(&current, name)));
+            pending.extend(
+                node.children
+                    .iter()
+                    .map(|name| path::child_path(&current, name)),
+            );
         }
         (count, bytes)
     }
 
     /// Rewrites the stats node of the subtree holding `path` after a change of its totals.
     pub(crate) fn note_quota_change(&mut self, path: &str, count_diff: i64, bytes_diff: i64) {
-        let Some(root) = self.quota_root_of(path) else { return };
+        let Some(root) = self.quota_root_of(path) else {
+            return;
+        };
         let stats_path = quota_node_path(&root, STATS_NODE);
-        let Some(stats_node) = self.nodes.get(&stats_path) else { return };
+        let Some(stats_node) = self.nodes.get(&stats_path) else {
+            return;
+        };
         let mut values = QuotaValues::parse(stats_node.data.as_deref());
         values.set("count", values.get("count").saturating_add(count_diff));
         values.set("bytes", values.get("bytes").saturating_add(bytes_diff));
@@ -125,20 +144,33 @@ impl DataTree {
 
     /// QUOTAEXCEEDED if the change would pass a hard limit (only when quotas are enforced).
     /// Soft limits only log in ZooKeeper; this crate does no IO, so they pass silently.
-    pub(crate) fn check_quota(&self, path: &str, count_diff: i64, bytes_diff: i64) -> Result<(), ErrorCode> {
+    pub(crate) fn check_quota(
+        &self,
+        path: &str,
+        count_diff: i64,
+        bytes_diff: i64,
+    ) -> Result<(), ErrorCode> {
         if !self.config.enforce_quota {
             return Ok(());
         }
-        let Some(root) = self.quota_root_of(path) else { return Ok(()) };
-        let Some(limits_node) = self.nodes.get(&quota_node_path(&root, LIMITS_NODE)) else { return Ok(()) };
+        let Some(root) = self.quota_root_of(path) else {
+            return Ok(());
+        };
+        let Some(limits_node) = self.nodes.get(&quota_node_path(&root, LIMITS_NODE)) else {
+            return Ok(());
+        };
         let limits = QuotaValues::parse(limits_node.data.as_deref());
-        let Some(stats_node) = self.nodes.get(&quota_node_path(&root, STATS_NODE)) else { return Ok(()) };
+        let Some(stats_node) = self.nodes.get(&quota_node_path(&root, STATS_NODE)) else {
+            return Ok(());
+        };
         let current = QuotaValues::parse(stats_node.data.as_deref());
         let exceeds = |diff: i64, used_key: &str, hard_key: &str| {
             let hard = limits.get(hard_key);
             diff != 0 && hard > -1 && current.get(used_key).saturating_add(diff) > hard
         };
-        if exceeds(count_diff, "count", "countHardLimit") || exceeds(bytes_diff, "bytes", "byteHardLimit") {
+        if exceeds(count_diff, "count", "countHardLimit")
+            || exceeds(bytes_diff, "bytes", "byteHardLimit")
+        {
             return Err(ErrorCode::QuotaExceeded);
         }
         Ok(())
@@ -151,12 +183,19 @@ mod tests {
 
     #[test]
     fn stats_text_round_trips_in_zookeeper_format() {
-        let mut values = QuotaValues::parse(Some(b"count=1,bytes=-1=;byteHardLimit=10;countHardLimit=5"));
+        let mut values =
+            QuotaValues::parse(Some(b"count=1,bytes=-1=;byteHardLimit=10;countHardLimit=5"));
         assert_eq!(values.get("count"), 1);
         assert_eq!(values.get("countHardLimit"), 5);
         values.set("count", 2);
-        assert_eq!(values.render(), b"count=2,bytes=-1=;byteHardLimit=10;countHardLimit=5");
+        assert_eq!(
+            values.render(),
+            b"count=2,bytes=-1=;byteHardLimit=10;countHardLimit=5"
+        );
         assert_eq!(QuotaValues::parse(None).get("count"), -1);
-        assert_eq!(QuotaValues::parse(Some(b"garbage,,=;x=y")).render(), b"count=-1,bytes=-1");
+        assert_eq!(
+            QuotaValues::parse(Some(b"garbage,,=;x=y")).render(),
+            b"count=-1,bytes=-1"
+        );
     }
 }

@@ -49,7 +49,12 @@ impl DataTree {
         while let Some(current) = pending.pop() {
             let node = &self.nodes[&current];
             encode_node(&current, node, out);
-            pending.extend(node.children.iter().rev().map(|name| path::child_path(&current, name)));
+            pending.extend(
+                node.children
+                    .iter()
+                    .rev()
+                    .map(|name| path::child_path(&current, name)),
+            );
         }
     }
 
@@ -67,7 +72,11 @@ impl DataTree {
             let session_id = i64::read_from(reader)?;
             let timeout_ms = i32::read_from(reader)?;
             let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-            let info = SessionInfo { timeout_ms, password, ephemerals: OrdSet::new() };
+            let info = SessionInfo {
+                timeout_ms,
+                password,
+                ephemerals: OrdSet::new(),
+            };
             if tree.sessions.insert(session_id, info).is_some() {
                 return Err(inconsistent(format!("session {session_id:#x} twice")));
             }
@@ -89,7 +98,9 @@ impl DataTree {
     }
 
     fn share_parent_acl(&self, path: &str, node: &mut Node) {
-        let parent = path::parent_of(path).filter(|_| path != "/").and_then(|parent| self.nodes.get(parent));
+        let parent = path::parent_of(path)
+            .filter(|_| path != "/")
+            .and_then(|parent| self.nodes.get(parent));
         if let Some(parent) = parent.filter(|parent| parent.acl == node.acl) {
             node.acl = parent.acl.clone();
         }
@@ -98,7 +109,9 @@ impl DataTree {
     /// Everything `link_node` asserts, checked up front so bad bytes become an error.
     fn check_decoded_node(&self, index: u64, path: &str, node: &Node) -> Result<(), SnapshotError> {
         if (index == 0) != (path == "/") {
-            return Err(inconsistent(format!("node {index} is {path:?}; the root must come first, once")));
+            return Err(inconsistent(format!(
+                "node {index} is {path:?}; the root must come first, once"
+            )));
         }
         if !path::is_valid(path) || self.nodes.contains_key(path) {
             return Err(inconsistent(format!("{path:?} invalid or repeated")));
@@ -106,12 +119,16 @@ impl DataTree {
         if index > 0 {
             let parent = path::parent_of(path).and_then(|parent| self.nodes.get(parent));
             if parent.is_none_or(Node::is_session_ephemeral) {
-                return Err(inconsistent(format!("{path} comes before its parent, or under an ephemeral")));
+                return Err(inconsistent(format!(
+                    "{path} comes before its parent, or under an ephemeral"
+                )));
             }
         }
         if let NodeKind::Ephemeral { owner_session_id } = node.kind {
             if !self.sessions.contains_key(&owner_session_id) {
-                return Err(inconsistent(format!("{path} owned by unknown session {owner_session_id:#x}")));
+                return Err(inconsistent(format!(
+                    "{path} owned by unknown session {owner_session_id:#x}"
+                )));
             }
         }
         Ok(())
@@ -122,7 +139,9 @@ fn read_count(reader: &mut Reader<'_>, min_bytes_each: usize) -> Result<u64, Sna
     let count = i64::read_from(reader)?;
     let count = u64::try_from(count).map_err(|_| inconsistent("negative count"))?;
     if count.saturating_mul(min_bytes_each as u64) > reader.remaining() as u64 {
-        return Err(inconsistent(format!("count {count} larger than the snapshot")));
+        return Err(inconsistent(format!(
+            "count {count} larger than the snapshot"
+        )));
     }
     Ok(count)
 }
@@ -142,7 +161,13 @@ fn encode_node(path: &str, node: &Node, out: &mut Vec<u8>) {
     path.to_owned().write_to(out);
     write_bytes(node.data.as_deref(), out);
     node.acl.write_to(out);
-    for value in [node.czxid, node.mzxid, node.ctime_ms, node.mtime_ms, node.pzxid] {
+    for value in [
+        node.czxid,
+        node.mzxid,
+        node.ctime_ms,
+        node.mtime_ms,
+        node.pzxid,
+    ] {
         value.write_to(out);
     }
     for value in [node.version, node.aversion, node.child_creations] {
@@ -176,12 +201,29 @@ fn decode_node(reader: &mut Reader<'_>) -> Result<(String, Node), SnapshotError>
     let child_creations = i32::read_from(reader)?;
     let kind = match reader.take(1)?[0] {
         KIND_PERSISTENT => NodeKind::Persistent,
-        KIND_EPHEMERAL => NodeKind::Ephemeral { owner_session_id: i64::read_from(reader)? },
+        KIND_EPHEMERAL => NodeKind::Ephemeral {
+            owner_session_id: i64::read_from(reader)?,
+        },
         KIND_CONTAINER => NodeKind::Container,
-        KIND_TTL => NodeKind::Ttl { ttl_ms: i64::read_from(reader)? },
+        KIND_TTL => NodeKind::Ttl {
+            ttl_ms: i64::read_from(reader)?,
+        },
         tag => return Err(inconsistent(format!("{path}: unknown node kind {tag}"))),
     };
     let children = OrdSet::new();
-    let node = Node { data, acl, kind, czxid, mzxid, ctime_ms, mtime_ms, version, aversion, child_creations, pzxid, children };
+    let node = Node {
+        data,
+        acl,
+        kind,
+        czxid,
+        mzxid,
+        ctime_ms,
+        mtime_ms,
+        version,
+        aversion,
+        child_creations,
+        pzxid,
+        children,
+    };
     Ok((path, node))
 }

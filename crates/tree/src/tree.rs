@@ -12,7 +12,12 @@ use std::sync::Arc;
 use zoolog_proto::{Acl, ErrorCode, EventType, Id, Response, Stat};
 
 /// Fixed-key hashing: lookups only, never iterated, so the order cannot leak into results.
-pub(crate) type NodeMap = GenericHashMap<String, Node, BuildHasherDefault<DefaultHasher>, imbl::shared_ptr::DefaultSharedPtr>;
+pub(crate) type NodeMap = GenericHashMap<
+    String,
+    Node,
+    BuildHasherDefault<DefaultHasher>,
+    imbl::shared_ptr::DefaultSharedPtr,
+>;
 
 pub(crate) const ZOOKEEPER_PATH: &str = "/zookeeper";
 pub(crate) const QUOTA_PATH: &str = "/zookeeper/quota";
@@ -70,7 +75,11 @@ pub struct Applied {
 pub enum Outcome {
     /// The reply for the origin session's write.
     Reply(Result<Response, ErrorCode>),
-    SessionCreated { session_id: i64, timeout_ms: i32, password: Vec<u8> },
+    SessionCreated {
+        session_id: i64,
+        timeout_ms: i32,
+        password: Vec<u8>,
+    },
     SessionClosed,
     Reaped,
 }
@@ -128,7 +137,10 @@ impl DataTree {
         tree.insert_built_in(ZOOKEEPER_PATH, Node::built_in(open.clone()));
         tree.insert_built_in(QUOTA_PATH, Node::built_in(open));
         // Installed "with version −1" by ZooKeeper, hence aversion −1.
-        let config_node = Node { aversion: -1, ..Node::built_in(Arc::new(acl::read_acl_unsafe())) };
+        let config_node = Node {
+            aversion: -1,
+            ..Node::built_in(Arc::new(acl::read_acl_unsafe()))
+        };
         tree.insert_built_in(CONFIG_PATH, config_node);
         tree
     }
@@ -188,20 +200,35 @@ impl DataTree {
 
     /// A node's data (`None` inside for null data), stat and children, for inspection and tests.
     pub fn node(&self, path: &str) -> Option<(Option<Vec<u8>>, Stat, Vec<String>)> {
-        self.nodes.get(path).map(|node| (node.data_vec(), node.stat(), node.child_names()))
+        self.nodes
+            .get(path)
+            .map(|node| (node.data_vec(), node.stat(), node.child_names()))
     }
 
     /// Applies the committed entry at `zxid`. Every replica gets the same result from the same log.
     pub fn apply(&mut self, zxid: Zxid, command: &Command) -> Applied {
-        assert!(zxid > self.last_applied_zxid, "zxid {zxid} applied after {}", self.last_applied_zxid);
+        assert!(
+            zxid > self.last_applied_zxid,
+            "zxid {zxid} applied after {}",
+            self.last_applied_zxid
+        );
         self.last_applied_zxid = zxid;
         let identities: &[Id] = match &command.op {
             CommandOp::Write { identities, .. } => identities,
             _ => &[],
         };
-        let mut txn = Txn { zxid, time_ms: command.time_ms, session_id: command.session_id, identities, triggers: Vec::new() };
+        let mut txn = Txn {
+            zxid,
+            time_ms: command.time_ms,
+            session_id: command.session_id,
+            identities,
+            triggers: Vec::new(),
+        };
         let outcome = match &command.op {
-            CommandOp::CreateSession { timeout_ms, password } => self.create_session(zxid, *timeout_ms, password),
+            CommandOp::CreateSession {
+                timeout_ms,
+                password,
+            } => self.create_session(zxid, *timeout_ms, password),
             CommandOp::CloseSession => {
                 self.close_session(&mut txn);
                 Outcome::SessionClosed
@@ -214,27 +241,52 @@ impl DataTree {
                 Outcome::Reaped
             }
         };
-        Applied { outcome, triggers: txn.triggers }
+        Applied {
+            outcome,
+            triggers: txn.triggers,
+        }
     }
 
     fn create_session(&mut self, zxid: Zxid, timeout_ms: i32, password: &[u8]) -> Outcome {
-        assert!(zxid >> SESSION_ZXID_BITS == 0, "zxid {zxid} does not fit the 56 bits of a session id");
+        assert!(
+            zxid >> SESSION_ZXID_BITS == 0,
+            "zxid {zxid} does not fit the 56 bits of a session id"
+        );
         let session_id = (i64::from(self.config.server_id) << SESSION_ZXID_BITS) | zxid;
-        let info = SessionInfo { timeout_ms, password: password.to_vec(), ephemerals: OrdSet::new() };
+        let info = SessionInfo {
+            timeout_ms,
+            password: password.to_vec(),
+            ephemerals: OrdSet::new(),
+        };
         let previous = self.sessions.insert(session_id, info);
-        assert!(previous.is_none(), "session id {session_id:#x} assigned twice");
-        Outcome::SessionCreated { session_id, timeout_ms, password: password.to_vec() }
+        assert!(
+            previous.is_none(),
+            "session id {session_id:#x} assigned twice"
+        );
+        Outcome::SessionCreated {
+            session_id,
+            timeout_ms,
+            password: password.to_vec(),
+        }
     }
 
     fn close_session(&mut self, txn: &mut Txn<'_>) {
-        let Some(session) = self.sessions.get(&txn.session_id) else { return };
+        let Some(session) = self.sessions.get(&txn.session_id) else {
+            return;
+        };
         for path in session.ephemerals.clone() {
             let node = &self.nodes[&path];
             assert!(node.children.is_empty(), "ephemeral {path} has children");
             self.remove_node(&path, txn);
         }
-        let session = self.sessions.remove(&txn.session_id).expect("present above");
-        assert!(session.ephemerals.is_empty(), "session closed with ephemerals left");
+        let session = self
+            .sessions
+            .remove(&txn.session_id)
+            .expect("present above");
+        assert!(
+            session.ephemerals.is_empty(),
+            "session closed with ephemerals left"
+        );
     }
 
     /// SESSIONEXPIRED unless the session is live at this point of the log.
@@ -249,7 +301,9 @@ impl DataTree {
     /// Whether the reaper may delete `path` at `now_ms`: an empty container that was used (or
     /// never used for too long), or a childless TTL node unmodified for longer than its TTL.
     fn is_reapable(&self, path: &str, now_ms: i64) -> bool {
-        let Some(node) = self.nodes.get(path) else { return false };
+        let Some(node) = self.nodes.get(path) else {
+            return false;
+        };
         if !node.children.is_empty() {
             return false;
         }
@@ -267,7 +321,12 @@ impl DataTree {
 
     /// Containers and TTL nodes a `Reap` command would delete at `now_ms`, in path order.
     pub fn reap_candidates(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        self.reapable_kinds.iter().filter(|path| self.is_reapable(path, now_ms)).take(limit).cloned().collect()
+        self.reapable_kinds
+            .iter()
+            .filter(|path| self.is_reapable(path, now_ms))
+            .take(limit)
+            .cloned()
+            .collect()
     }
 
     /// The ACL to attach to a trigger: empty (admits all) when ACLs are skipped.
@@ -279,8 +338,20 @@ impl DataTree {
         }
     }
 
-    fn push_trigger(&self, txn: &mut Txn<'_>, table: Table, path: &str, event: EventType, acl: &Arc<Vec<Acl>>) {
-        txn.triggers.push(Trigger { table, path: path.to_owned(), event, acl: self.trigger_acl(acl) });
+    fn push_trigger(
+        &self,
+        txn: &mut Txn<'_>,
+        table: Table,
+        path: &str,
+        event: EventType,
+        acl: &Arc<Vec<Acl>>,
+    ) {
+        txn.triggers.push(Trigger {
+            table,
+            path: path.to_owned(),
+            event,
+            acl: self.trigger_acl(acl),
+        });
     }
 
     /// Links a node under its parent without touching the parent's Stat (snapshots, built-ins).
@@ -288,13 +359,19 @@ impl DataTree {
         if path != "/" {
             let parent_path = path::parent_of(path).expect("absolute path");
             let parent = self.nodes.get_mut(parent_path).expect("parent exists");
-            let inserted = parent.children.insert(Arc::from(path::name_of(path))).is_none();
+            let inserted = parent
+                .children
+                .insert(Arc::from(path::name_of(path)))
+                .is_none();
             assert!(inserted, "{path} linked twice");
         }
         self.data_bytes += (path.len() + node.data_length()) as u64;
         match node.kind {
             NodeKind::Ephemeral { owner_session_id } => {
-                let session = self.sessions.get_mut(&owner_session_id).expect("ephemeral owner is live");
+                let session = self
+                    .sessions
+                    .get_mut(&owner_session_id)
+                    .expect("ephemeral owner is live");
                 session.ephemerals.insert(path.to_owned());
                 self.ephemeral_count += 1;
             }
@@ -323,7 +400,13 @@ impl DataTree {
         self.recompute_quota_stats_if_stats_node(path);
         self.note_quota_change(path, 1, data_length);
         self.push_trigger(txn, Table::Data, path, EventType::NodeCreated, &acl);
-        self.push_trigger(txn, Table::Child, parent_path, EventType::NodeChildrenChanged, &parent_acl);
+        self.push_trigger(
+            txn,
+            Table::Child,
+            parent_path,
+            EventType::NodeChildrenChanged,
+            &parent_acl,
+        );
     }
 
     /// Deletes a childless node with every side effect of §8.4 and §12.3.
@@ -339,8 +422,14 @@ impl DataTree {
         self.data_bytes -= (path.len() + node.data_length()) as u64;
         match node.kind {
             NodeKind::Ephemeral { owner_session_id } => {
-                let session = self.sessions.get_mut(&owner_session_id).expect("ephemeral owner is live");
-                assert!(session.ephemerals.remove(path).is_some(), "{path} missing from its session");
+                let session = self
+                    .sessions
+                    .get_mut(&owner_session_id)
+                    .expect("ephemeral owner is live");
+                assert!(
+                    session.ephemerals.remove(path).is_some(),
+                    "{path} missing from its session"
+                );
                 self.ephemeral_count -= 1;
             }
             NodeKind::Container | NodeKind::Ttl { .. } => {
@@ -352,11 +441,22 @@ impl DataTree {
         self.note_quota_change(path, -1, -(node.data_length() as i64));
         self.push_trigger(txn, Table::Data, path, EventType::NodeDeleted, &node.acl);
         self.push_trigger(txn, Table::Child, path, EventType::NodeDeleted, &node.acl);
-        self.push_trigger(txn, Table::Child, parent_path, EventType::NodeChildrenChanged, &parent_acl);
+        self.push_trigger(
+            txn,
+            Table::Child,
+            parent_path,
+            EventType::NodeChildrenChanged,
+            &parent_acl,
+        );
     }
 
     /// Replaces a node's data as setData does (version, mzxid, mtime) and fires NodeDataChanged.
-    pub(crate) fn set_node_data(&mut self, path: &str, data: Option<Arc<[u8]>>, txn: &mut Txn<'_>) -> Stat {
+    pub(crate) fn set_node_data(
+        &mut self,
+        path: &str,
+        data: Option<Arc<[u8]>>,
+        txn: &mut Txn<'_>,
+    ) -> Stat {
         let node = self.nodes.get_mut(path).expect("node exists");
         let bytes_diff = data.as_ref().map_or(0, |d| d.len()) as i64 - node.data_length() as i64;
         node.data = data;
@@ -364,7 +464,10 @@ impl DataTree {
         node.mzxid = txn.zxid;
         node.mtime_ms = txn.time_ms;
         let (stat, acl) = (node.stat(), node.acl.clone());
-        self.data_bytes = self.data_bytes.checked_add_signed(bytes_diff).expect("data bytes stay non-negative");
+        self.data_bytes = self
+            .data_bytes
+            .checked_add_signed(bytes_diff)
+            .expect("data bytes stay non-negative");
         self.note_quota_change(path, 0, bytes_diff);
         self.push_trigger(txn, Table::Data, path, EventType::NodeDataChanged, &acl);
         stat
@@ -372,7 +475,9 @@ impl DataTree {
 
     /// Rewrites data in place, leaving version and mzxid alone (quota stats nodes, §12.3).
     pub(crate) fn overwrite_data_in_place(&mut self, path: &str, data: Vec<u8>) {
-        let Some(node) = self.nodes.get_mut(path) else { return };
+        let Some(node) = self.nodes.get_mut(path) else {
+            return;
+        };
         let old_length = node.data_length() as u64;
         let new_length = data.len() as u64;
         node.data = Some(Arc::from(data));

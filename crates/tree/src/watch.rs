@@ -73,7 +73,11 @@ fn entries_for(kind: WatchKind) -> &'static [(Table, Modes)] {
 }
 
 fn event(event_type: EventType, path: &str) -> WatcherEvent {
-    WatcherEvent { event_type: event_type.code(), state: KeeperState::SyncConnected.code(), path: path.to_owned() }
+    WatcherEvent {
+        event_type: event_type.code(),
+        state: KeeperState::SyncConnected.code(),
+        path: path.to_owned(),
+    }
 }
 
 impl WatchRegistry {
@@ -92,25 +96,41 @@ impl WatchRegistry {
     }
 
     fn modes(&self, table: Table, connection: ConnectionId, path: &str) -> Modes {
-        self.table(table).get(path).and_then(|entries| entries.get(&connection)).copied().unwrap_or(0)
+        self.table(table)
+            .get(path)
+            .and_then(|entries| entries.get(&connection))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn add(&mut self, connection: ConnectionId, path: &str, kind: WatchKind) {
         for &(table, modes) in entries_for(kind) {
-            let entry = self.table_mut(table).entry(path.to_owned()).or_default().entry(connection).or_insert(0);
+            let entry = self
+                .table_mut(table)
+                .entry(path.to_owned())
+                .or_default()
+                .entry(connection)
+                .or_insert(0);
             let added = modes & !*entry;
             *entry |= modes;
             if added & RECURSIVE != 0 {
                 self.recursive_count += 1;
             }
         }
-        self.by_connection.entry(connection).or_default().insert(path.to_owned());
+        self.by_connection
+            .entry(connection)
+            .or_default()
+            .insert(path.to_owned());
     }
 
     /// Clears `modes` of one entry; returns the modes that were actually set.
     fn clear(&mut self, table: Table, connection: ConnectionId, path: &str, modes: Modes) -> Modes {
-        let Some(entries) = self.table_mut(table).get_mut(path) else { return 0 };
-        let Some(entry) = entries.get_mut(&connection) else { return 0 };
+        let Some(entries) = self.table_mut(table).get_mut(path) else {
+            return 0;
+        };
+        let Some(entry) = entries.get_mut(&connection) else {
+            return 0;
+        };
         let cleared = *entry & modes;
         *entry &= !modes;
         if *entry == 0 {
@@ -127,7 +147,9 @@ impl WatchRegistry {
     }
 
     fn forget_if_unwatched(&mut self, connection: ConnectionId, path: &str) {
-        if self.modes(Table::Data, connection, path) | self.modes(Table::Child, connection, path) != 0 {
+        if self.modes(Table::Data, connection, path) | self.modes(Table::Child, connection, path)
+            != 0
+        {
             return;
         }
         if let Some(paths) = self.by_connection.get_mut(&connection) {
@@ -139,7 +161,12 @@ impl WatchRegistry {
     }
 
     /// removeWatches (18): true if anything was removed (else the server answers NOWATCHER).
-    pub fn remove(&mut self, connection: ConnectionId, path: &str, watcher_type: WatcherType) -> bool {
+    pub fn remove(
+        &mut self,
+        connection: ConnectionId,
+        path: &str,
+        watcher_type: WatcherType,
+    ) -> bool {
         let mut removed = false;
         for &(table, modes) in addressed_by(watcher_type) {
             removed |= self.clear(table, connection, path, modes) != 0;
@@ -148,25 +175,44 @@ impl WatchRegistry {
     }
 
     /// checkWatches (17): does this connection hold such a watch on exactly this path?
-    pub fn contains(&self, connection: ConnectionId, path: &str, watcher_type: WatcherType) -> bool {
-        addressed_by(watcher_type).iter().any(|&(table, modes)| self.modes(table, connection, path) & modes != 0)
+    pub fn contains(
+        &self,
+        connection: ConnectionId,
+        path: &str,
+        watcher_type: WatcherType,
+    ) -> bool {
+        addressed_by(watcher_type)
+            .iter()
+            .any(|&(table, modes)| self.modes(table, connection, path) & modes != 0)
     }
 
     pub fn drop_connection(&mut self, connection: ConnectionId) {
-        for path in self.by_connection.get(&connection).cloned().unwrap_or_default() {
+        for path in self
+            .by_connection
+            .get(&connection)
+            .cloned()
+            .unwrap_or_default()
+        {
             for table in [Table::Data, Table::Child] {
                 self.clear(table, connection, &path, ALL_MODES);
             }
         }
-        assert!(!self.by_connection.contains_key(&connection), "connection {connection} still indexed");
+        assert!(
+            !self.by_connection.contains_key(&connection),
+            "connection {connection} still indexed"
+        );
     }
 
     /// One trigger call (§8.3): every connection with an entry at the path, plus recursive
     /// watchers of data-table ancestors; standard entries at the path are consumed.
     fn collect(&mut self, table: Table, path: &str) -> BTreeSet<ConnectionId> {
-        let at_path: Vec<(ConnectionId, Modes)> =
-            self.table(table).get(path).map(|entries| entries.iter().map(|(c, m)| (*c, *m)).collect()).unwrap_or_default();
-        let mut collected: BTreeSet<ConnectionId> = at_path.iter().map(|(connection, _)| *connection).collect();
+        let at_path: Vec<(ConnectionId, Modes)> = self
+            .table(table)
+            .get(path)
+            .map(|entries| entries.iter().map(|(c, m)| (*c, *m)).collect())
+            .unwrap_or_default();
+        let mut collected: BTreeSet<ConnectionId> =
+            at_path.iter().map(|(connection, _)| *connection).collect();
         for (connection, modes) in at_path {
             if modes & STANDARD != 0 {
                 self.clear(table, connection, path, STANDARD);
@@ -174,7 +220,12 @@ impl WatchRegistry {
         }
         if table == Table::Data && self.recursive_count > 0 {
             for ancestor in path::ancestors(path) {
-                let recursive = self.data.get(ancestor).into_iter().flatten().filter(|(_, modes)| **modes & RECURSIVE != 0);
+                let recursive = self
+                    .data
+                    .get(ancestor)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, modes)| **modes & RECURSIVE != 0);
                 collected.extend(recursive.map(|(connection, _)| *connection));
             }
         }
@@ -195,14 +246,24 @@ impl WatchRegistry {
         for trigger in triggers {
             let collected = self.collect(trigger.table, &trigger.path);
             let suppressed = match &previous {
-                Some((before, notified)) if trigger.table == Table::Child && trigger.event == EventType::NodeDeleted => {
-                    assert!(before.table == Table::Data && before.event == EventType::NodeDeleted && before.path == trigger.path);
+                Some((before, notified))
+                    if trigger.table == Table::Child && trigger.event == EventType::NodeDeleted =>
+                {
+                    assert!(
+                        before.table == Table::Data
+                            && before.event == EventType::NodeDeleted
+                            && before.path == trigger.path
+                    );
                     Some(notified)
                 }
                 _ => None,
             };
-            for &connection in collected.iter().filter(|c| suppressed.is_none_or(|s| !s.contains(c))) {
-                let may_read = identities(connection).is_some_and(|ids| acl::is_permitted(&trigger.acl, ids, perms::READ, false));
+            for &connection in collected
+                .iter()
+                .filter(|c| suppressed.is_none_or(|s| !s.contains(c)))
+            {
+                let may_read = identities(connection)
+                    .is_some_and(|ids| acl::is_permitted(&trigger.acl, ids, perms::READ, false));
                 if may_read {
                     events.push((connection, event(trigger.event, &trigger.path)));
                 }
@@ -214,12 +275,20 @@ impl WatchRegistry {
 
     /// setWatches (§5.15): catch-up events for what changed after `relative_zxid`, in list order
     /// (data, exist, child); everything else is registered. Catch-up events are not ACL-filtered.
-    pub fn set_watches(&mut self, tree: &DataTree, connection: ConnectionId, relative_zxid: Zxid, lists: WatchLists) -> Vec<WatcherEvent> {
+    pub fn set_watches(
+        &mut self,
+        tree: &DataTree,
+        connection: ConnectionId,
+        relative_zxid: Zxid,
+        lists: WatchLists,
+    ) -> Vec<WatcherEvent> {
         let mut events = Vec::new();
         for path in lists.data {
             match tree.stat(&path) {
                 None => events.push(event(EventType::NodeDeleted, &path)),
-                Some(stat) if stat.mzxid > relative_zxid => events.push(event(EventType::NodeDataChanged, &path)),
+                Some(stat) if stat.mzxid > relative_zxid => {
+                    events.push(event(EventType::NodeDataChanged, &path))
+                }
                 Some(_) => self.add(connection, &path, WatchKind::Data),
             }
         }
@@ -232,7 +301,9 @@ impl WatchRegistry {
         for path in lists.child {
             match tree.stat(&path) {
                 None => events.push(event(EventType::NodeDeleted, &path)),
-                Some(stat) if stat.pzxid > relative_zxid => events.push(event(EventType::NodeChildrenChanged, &path)),
+                Some(stat) if stat.pzxid > relative_zxid => {
+                    events.push(event(EventType::NodeChildrenChanged, &path))
+                }
                 Some(_) => self.add(connection, &path, WatchKind::Child),
             }
         }
@@ -248,7 +319,11 @@ impl WatchRegistry {
     /// Totals for wchs. Like ZooKeeper's wchs, wchc and wchp, this describes the data table only
     /// (getData, exists and addWatch watches); child watches show only in [`Self::watch_count`].
     pub fn summary(&self) -> WatchSummary {
-        let connections: BTreeSet<ConnectionId> = self.data.values().flat_map(|entries| entries.keys().copied()).collect();
+        let connections: BTreeSet<ConnectionId> = self
+            .data
+            .values()
+            .flat_map(|entries| entries.keys().copied())
+            .collect();
         WatchSummary {
             connections: connections.len(),
             paths: self.data.len(),
@@ -258,7 +333,11 @@ impl WatchRegistry {
 
     /// Every watch in both tables (mntr's zk_watch_count).
     pub fn watch_count(&self) -> usize {
-        self.data.values().chain(self.child.values()).map(BTreeMap::len).sum()
+        self.data
+            .values()
+            .chain(self.child.values())
+            .map(BTreeMap::len)
+            .sum()
     }
 
     /// Each connection's data-watched paths, both sorted (wchc).
@@ -269,13 +348,22 @@ impl WatchRegistry {
                 by_connection.entry(*connection).or_default().insert(path);
             }
         }
-        by_connection.into_iter().map(|(connection, paths)| (connection, paths.into_iter().map(str::to_owned).collect())).collect()
+        by_connection
+            .into_iter()
+            .map(|(connection, paths)| (connection, paths.into_iter().map(str::to_owned).collect()))
+            .collect()
     }
 
     /// Each data-watched path's connections, both sorted (wchp).
     pub fn connections_by_path(&self) -> Vec<(String, Vec<ConnectionId>)> {
-        let by_path: BTreeMap<&String, Vec<ConnectionId>> =
-            self.data.iter().map(|(path, entries)| (path, entries.keys().copied().collect())).collect();
-        by_path.into_iter().map(|(path, connections)| (path.clone(), connections)).collect()
+        let by_path: BTreeMap<&String, Vec<ConnectionId>> = self
+            .data
+            .iter()
+            .map(|(path, entries)| (path, entries.keys().copied().collect()))
+            .collect();
+        by_path
+            .into_iter()
+            .map(|(path, connections)| (path.clone(), connections))
+            .collect()
     }
 }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use zoolog_proto::codes::perms;
 use zoolog_proto::request::allowed_in_multi;
 use zoolog_proto::{
-    Acl, CheckVersionRequest, Create2Response, CreateMode, CreateRequest, CreateResponse, CreateTtlRequest, Data,
-    DeleteRequest, ErrorCode, MultiResult, OpCode, Request, Response, SetAclRequest, SetDataRequest, StatResponse,
+    Acl, CheckVersionRequest, Create2Response, CreateMode, CreateRequest, CreateResponse,
+    CreateTtlRequest, Data, DeleteRequest, ErrorCode, MultiResult, OpCode, Request, Response,
+    SetAclRequest, SetDataRequest, StatResponse,
 };
 
 /// Largest TTL ZooKeeper can encode: 40 bits of milliseconds.
@@ -29,12 +30,30 @@ struct CreateArgs<'a> {
 
 impl<'a> CreateArgs<'a> {
     fn plain(request: &'a CreateRequest) -> Self {
-        CreateArgs { path: &request.path, data: &request.data, acl: request.acl.as_deref(), flags: request.flags, ttl_ms: -1 }
+        CreateArgs {
+            path: &request.path,
+            data: &request.data,
+            acl: request.acl.as_deref(),
+            flags: request.flags,
+            ttl_ms: -1,
+        }
     }
 
     fn ttl(request: &'a CreateTtlRequest) -> Self {
-        let CreateTtlRequest { path, data, acl, flags, ttl } = request;
-        CreateArgs { path, data, acl: acl.as_deref(), flags: *flags, ttl_ms: *ttl }
+        let CreateTtlRequest {
+            path,
+            data,
+            acl,
+            flags,
+            ttl,
+        } = request;
+        CreateArgs {
+            path,
+            data,
+            acl: acl.as_deref(),
+            flags: *flags,
+            ttl_ms: *ttl,
+        }
     }
 }
 
@@ -53,7 +72,11 @@ fn data_length(data: &Data) -> i64 {
 
 impl DataTree {
     /// One client write request, multi included.
-    pub(crate) fn write(&mut self, txn: &mut Txn<'_>, request: &Request) -> Result<Response, ErrorCode> {
+    pub(crate) fn write(
+        &mut self,
+        txn: &mut Txn<'_>,
+        request: &Request,
+    ) -> Result<Response, ErrorCode> {
         match request {
             Request::Multi(ops) => self.multi(txn, ops),
             // check is only meaningful inside a multi.
@@ -66,12 +89,20 @@ impl DataTree {
     fn write_op(&mut self, txn: &mut Txn<'_>, request: &Request) -> Result<Response, ErrorCode> {
         match request {
             Request::Create(r) => self.create(txn, CreateArgs::plain(r)).map(Response::Create),
-            Request::Create2(r) | Request::CreateContainer(r) => self.create2(txn, CreateArgs::plain(r)),
+            Request::Create2(r) | Request::CreateContainer(r) => {
+                self.create2(txn, CreateArgs::plain(r))
+            }
             Request::CreateTtl(r) => self.create2(txn, CreateArgs::ttl(r)),
             Request::Delete(r) => self.delete(txn, r).map(|()| Response::Empty),
-            Request::DeleteContainer(r) => self.delete_container(txn, &r.path).map(|()| Response::Empty),
-            Request::SetData(r) => self.set_data(txn, r).map(|stat| Response::Stat(StatResponse { stat })),
-            Request::SetAcl(r) => self.set_acl(txn, r).map(|stat| Response::Stat(StatResponse { stat })),
+            Request::DeleteContainer(r) => self
+                .delete_container(txn, &r.path)
+                .map(|()| Response::Empty),
+            Request::SetData(r) => self
+                .set_data(txn, r)
+                .map(|stat| Response::Stat(StatResponse { stat })),
+            Request::SetAcl(r) => self
+                .set_acl(txn, r)
+                .map(|stat| Response::Stat(StatResponse { stat })),
             Request::Check(r) => self.check(txn, r).map(|()| Response::Empty),
             _ => Err(ErrorCode::Unimplemented),
         }
@@ -84,17 +115,27 @@ impl DataTree {
     }
 
     /// §5.1, checks 0–12 in order.
-    fn create(&mut self, txn: &mut Txn<'_>, args: CreateArgs<'_>) -> Result<CreateResponse, ErrorCode> {
+    fn create(
+        &mut self,
+        txn: &mut Txn<'_>,
+        args: CreateArgs<'_>,
+    ) -> Result<CreateResponse, ErrorCode> {
         let mode = CreateMode::from_i32(args.flags).ok_or(ErrorCode::BadArguments)?;
         if mode.is_ttl() && !self.config.extended_types_enabled {
             return Err(ErrorCode::Unimplemented);
         }
-        let ttl_is_valid = if mode.is_ttl() { args.ttl_ms > 0 && args.ttl_ms <= TTL_MS_MAX } else { args.ttl_ms < 0 };
+        let ttl_is_valid = if mode.is_ttl() {
+            args.ttl_ms > 0 && args.ttl_ms <= TTL_MS_MAX
+        } else {
+            args.ttl_ms < 0
+        };
         if !ttl_is_valid {
             return Err(ErrorCode::BadArguments);
         }
         self.check_session(txn.session_id)?;
-        let parent_path = path::parent_of(args.path).filter(|_| !args.path.contains('\0')).ok_or(ErrorCode::BadArguments)?;
+        let parent_path = path::parent_of(args.path)
+            .filter(|_| !args.path.contains('\0'))
+            .ok_or(ErrorCode::BadArguments)?;
         let acl = acl::fix_up(args.acl, txn.identities)?;
         let parent = self.nodes.get(parent_path).ok_or(ErrorCode::NoNode)?;
         self.require(&parent.acl, perms::CREATE, txn.identities)?;
@@ -113,15 +154,29 @@ impl DataTree {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
         self.check_quota(&path, 1, data_length(args.data))?;
-        assert_eq!(path::parent_of(&path), Some(parent_path), "a sequence suffix never adds a segment");
+        assert_eq!(
+            path::parent_of(&path),
+            Some(parent_path),
+            "a sequence suffix never adds a segment"
+        );
         let kind = match mode {
-            CreateMode::Ephemeral | CreateMode::EphemeralSequential => NodeKind::Ephemeral { owner_session_id: txn.session_id },
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential => NodeKind::Ephemeral {
+                owner_session_id: txn.session_id,
+            },
             CreateMode::Container => NodeKind::Container,
-            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl => NodeKind::Ttl { ttl_ms: args.ttl_ms },
+            CreateMode::PersistentWithTtl | CreateMode::PersistentSequentialWithTtl => {
+                NodeKind::Ttl {
+                    ttl_ms: args.ttl_ms,
+                }
+            }
             CreateMode::Persistent | CreateMode::PersistentSequential => NodeKind::Persistent,
         };
         // Children usually share their parent's ACL; sharing the list keeps memory per node small.
-        let acl = if *parent.acl == acl { parent.acl.clone() } else { Arc::new(acl) };
+        let acl = if *parent.acl == acl {
+            parent.acl.clone()
+        } else {
+            Arc::new(acl)
+        };
         let node = Node {
             data: args.data.as_deref().map(Arc::from),
             acl,
@@ -171,17 +226,29 @@ impl DataTree {
     }
 
     /// §5.5.
-    fn set_data(&mut self, txn: &mut Txn<'_>, request: &SetDataRequest) -> Result<zoolog_proto::Stat, ErrorCode> {
+    fn set_data(
+        &mut self,
+        txn: &mut Txn<'_>,
+        request: &SetDataRequest,
+    ) -> Result<zoolog_proto::Stat, ErrorCode> {
         self.check_session(txn.session_id)?;
         let node = self.existing_valid_path(&request.path)?;
         self.require(&node.acl, perms::WRITE, txn.identities)?;
-        self.check_quota(&request.path, 0, data_length(&request.data) - node.data_length() as i64)?;
+        self.check_quota(
+            &request.path,
+            0,
+            data_length(&request.data) - node.data_length() as i64,
+        )?;
         check_version(node.version, request.version)?;
         Ok(self.set_node_data(&request.path, request.data.as_deref().map(Arc::from), txn))
     }
 
     /// §5.7: bumps aversion only, fires nothing.
-    fn set_acl(&mut self, txn: &mut Txn<'_>, request: &SetAclRequest) -> Result<zoolog_proto::Stat, ErrorCode> {
+    fn set_acl(
+        &mut self,
+        txn: &mut Txn<'_>,
+        request: &SetAclRequest,
+    ) -> Result<zoolog_proto::Stat, ErrorCode> {
         self.check_session(txn.session_id)?;
         if !path::is_valid(&request.path) {
             return Err(ErrorCode::BadArguments);
@@ -212,7 +279,12 @@ impl DataTree {
     }
 
     /// NOAUTH unless the caller holds one of `wanted_perms` on `acl`.
-    pub(crate) fn require(&self, acl: &[Acl], wanted_perms: i32, identities: &[zoolog_proto::Id]) -> Result<(), ErrorCode> {
+    pub(crate) fn require(
+        &self,
+        acl: &[Acl],
+        wanted_perms: i32,
+        identities: &[zoolog_proto::Id],
+    ) -> Result<(), ErrorCode> {
         if acl::is_permitted(acl, identities, wanted_perms, self.config.skip_acl) {
             Ok(())
         } else {
@@ -223,7 +295,10 @@ impl DataTree {
     /// §9.3: ops run in order on a clone (O(1) with persistent maps), each seeing the ones
     /// before; the clone replaces the tree only if all succeed. One zxid and time for all.
     fn multi(&mut self, txn: &mut Txn<'_>, ops: &[Request]) -> Result<Response, ErrorCode> {
-        if !ops.iter().all(|op| allowed_in_multi(OpCode::Multi, op.opcode())) {
+        if !ops
+            .iter()
+            .all(|op| allowed_in_multi(OpCode::Multi, op.opcode()))
+        {
             return Err(ErrorCode::MarshallingError);
         }
         let mut attempt = self.clone();
@@ -235,7 +310,11 @@ impl DataTree {
                 Ok(response) => results.push(multi_result(&op, response)),
                 Err(code) => {
                     txn.triggers.truncate(triggers_before);
-                    return Ok(Response::Multi(failed_multi_results(ops.len(), index, code)));
+                    return Ok(Response::Multi(failed_multi_results(
+                        ops.len(),
+                        index,
+                        code,
+                    )));
                 }
             }
         }
@@ -251,9 +330,16 @@ impl DataTree {
 /// flag but no ttl field is left alone for the create checks to refuse.
 fn rebuilt_from_flags(op: &Request) -> Cow<'_, Request> {
     let (create, ttl) = match op {
-        Request::Create(create) | Request::Create2(create) | Request::CreateContainer(create) => (create.clone(), None),
+        Request::Create(create) | Request::Create2(create) | Request::CreateContainer(create) => {
+            (create.clone(), None)
+        }
         Request::CreateTtl(r) => {
-            let create = CreateRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags };
+            let create = CreateRequest {
+                path: r.path.clone(),
+                data: r.data.clone(),
+                acl: r.acl.clone(),
+                flags: r.flags,
+            };
             (create, Some(r.ttl))
         }
         other => return Cow::Borrowed(other),
@@ -275,7 +361,9 @@ fn rebuilt_from_flags(op: &Request) -> Cow<'_, Request> {
 /// The parent of a path a client may delete: BADARGUMENTS for paths without '/', with NUL, or
 /// naming a built-in node.
 fn deletable_parent(path: &str) -> Result<&str, ErrorCode> {
-    path::parent_of(path).filter(|_| !path.contains('\0') && !is_protected(path)).ok_or(ErrorCode::BadArguments)
+    path::parent_of(path)
+        .filter(|_| !path.contains('\0') && !is_protected(path))
+        .ok_or(ErrorCode::BadArguments)
 }
 
 /// A successful op's entry in the multi reply; create2, createContainer and createTTL all
@@ -308,8 +396,20 @@ mod tests {
     use zoolog_proto::*;
 
     fn apply(tree: &mut DataTree, zxid: i64, session_id: i64, request: Request) -> Outcome {
-        let op = CommandOp::Write { request, identities: vec![] };
-        tree.apply(zxid, &Command { session_id, cxid: 0, time_ms: 0, op }).outcome
+        let op = CommandOp::Write {
+            request,
+            identities: vec![],
+        };
+        tree.apply(
+            zxid,
+            &Command {
+                session_id,
+                cxid: 0,
+                time_ms: 0,
+                op,
+            },
+        )
+        .outcome
     }
 
     /// Versions are signed 32-bit and wrap as in ZooKeeper 3.9 (−2 is followed by −1).
@@ -317,22 +417,70 @@ mod tests {
     fn versions_wrap_like_java_ints() {
         let mut tree = DataTree::new(TreeConfig::default());
         let session = (1 << 56) | 1;
-        tree.apply(1, &Command { session_id: 0, cxid: 0, time_ms: 0, op: CommandOp::CreateSession { timeout_ms: 1, password: vec![] } });
+        tree.apply(
+            1,
+            &Command {
+                session_id: 0,
+                cxid: 0,
+                time_ms: 0,
+                op: CommandOp::CreateSession {
+                    timeout_ms: 1,
+                    password: vec![],
+                },
+            },
+        );
         let acl = Some(crate::acl::open_acl_unsafe());
-        apply(&mut tree, 2, session, Request::Create(CreateRequest { path: "/v".into(), data: None, acl: acl.clone(), flags: 0 }));
+        apply(
+            &mut tree,
+            2,
+            session,
+            Request::Create(CreateRequest {
+                path: "/v".into(),
+                data: None,
+                acl: acl.clone(),
+                flags: 0,
+            }),
+        );
         let node = tree.nodes.get_mut("/v").unwrap();
         node.version = i32::MAX;
         node.aversion = -2;
         node.child_creations = i32::MAX;
-        let set = Request::SetData(SetDataRequest { path: "/v".into(), data: None, version: i32::MAX });
-        assert!(matches!(apply(&mut tree, 3, session, set), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.version == i32::MIN));
-        let set_acl = Request::SetAcl(SetAclRequest { path: "/v".into(), acl: acl.clone(), version: -2 });
-        assert!(matches!(apply(&mut tree, 4, session, set_acl), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.aversion == -1));
-        let seq = Request::Create(CreateRequest { path: "/v/s".into(), data: None, acl: acl.clone(), flags: 2 });
-        let Outcome::Reply(Ok(Response::Create(created))) = apply(&mut tree, 5, session, seq.clone()) else { panic!() };
+        let set = Request::SetData(SetDataRequest {
+            path: "/v".into(),
+            data: None,
+            version: i32::MAX,
+        });
+        assert!(
+            matches!(apply(&mut tree, 3, session, set), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.version == i32::MIN)
+        );
+        let set_acl = Request::SetAcl(SetAclRequest {
+            path: "/v".into(),
+            acl: acl.clone(),
+            version: -2,
+        });
+        assert!(
+            matches!(apply(&mut tree, 4, session, set_acl), Outcome::Reply(Ok(Response::Stat(r))) if r.stat.aversion == -1)
+        );
+        let seq = Request::Create(CreateRequest {
+            path: "/v/s".into(),
+            data: None,
+            acl: acl.clone(),
+            flags: 2,
+        });
+        let Outcome::Reply(Ok(Response::Create(created))) =
+            apply(&mut tree, 5, session, seq.clone())
+        else {
+            panic!()
+        };
         assert_eq!(created.path, "/v/s2147483647");
-        let Outcome::Reply(Ok(Response::Create(created))) = apply(&mut tree, 6, session, seq) else { panic!() };
+        let Outcome::Reply(Ok(Response::Create(created))) = apply(&mut tree, 6, session, seq)
+        else {
+            panic!()
+        };
         assert_eq!(created.path, "/v/s-2147483648");
-        assert_eq!(tree.stat("/v").unwrap().cversion, 2i32.wrapping_mul(i32::MIN.wrapping_add(1)).wrapping_sub(2));
+        assert_eq!(
+            tree.stat("/v").unwrap().cversion,
+            2i32.wrapping_mul(i32::MIN.wrapping_add(1)).wrapping_sub(2)
+        );
     }
 }

@@ -8,41 +8,104 @@ use zoolog_proto::*;
 use zoolog_tree::*;
 
 fn delete(path: &str, version: i32) -> Request {
-    Request::Delete(DeleteRequest { path: path.into(), version })
+    Request::Delete(DeleteRequest {
+        path: path.into(),
+        version,
+    })
 }
 
 fn set_data(path: &str, data: &[u8], version: i32) -> Request {
-    Request::SetData(SetDataRequest { path: path.into(), data: Some(data.to_vec()), version })
+    Request::SetData(SetDataRequest {
+        path: path.into(),
+        data: Some(data.to_vec()),
+        version,
+    })
 }
 
 fn set_acl(path: &str, acl: Vec<Acl>, version: i32) -> Request {
-    Request::SetAcl(SetAclRequest { path: path.into(), acl: Some(acl), version })
+    Request::SetAcl(SetAclRequest {
+        path: path.into(),
+        acl: Some(acl),
+        version,
+    })
 }
 
 fn create_ttl(path: &str, flags: i32, ttl: i64) -> Request {
-    Request::CreateTtl(CreateTtlRequest { path: path.into(), data: Some(vec![]), acl: Some(open()), flags, ttl })
+    Request::CreateTtl(CreateTtlRequest {
+        path: path.into(),
+        data: Some(vec![]),
+        acl: Some(open()),
+        flags,
+        ttl,
+    })
 }
 
 fn check(path: &str, version: i32) -> Request {
-    Request::Check(CheckVersionRequest { path: path.into(), version })
+    Request::Check(CheckVersionRequest {
+        path: path.into(),
+        version,
+    })
 }
 
 fn extended() -> TreeConfig {
-    TreeConfig { extended_types_enabled: true, ..TreeConfig::default() }
+    TreeConfig {
+        extended_types_enabled: true,
+        ..TreeConfig::default()
+    }
 }
 
 #[test]
 fn fresh_tree_has_the_built_in_nodes_with_their_quirks() {
     let h = Harness::new();
     let root = h.stat("/");
-    assert_eq!((root.cversion, root.num_children, root.czxid, root.version, root.aversion), (-1, 1, 0, 0, 0));
+    assert_eq!(
+        (
+            root.cversion,
+            root.num_children,
+            root.czxid,
+            root.version,
+            root.aversion
+        ),
+        (-1, 1, 0, 0, 0)
+    );
     assert_eq!(h.stat("/zookeeper").cversion, -2);
     assert_eq!(h.stat("/zookeeper/quota"), Stat::default());
-    assert_eq!(h.stat("/zookeeper/config"), Stat { aversion: -1, ..Stat::default() });
-    let config_acl = h.read(Request::GetAcl(PathRequest { path: "/zookeeper/config".into() })).result;
-    assert_eq!(config_acl, Ok(Response::GetAcl(GetAclResponse { acl: acl::read_acl_unsafe(), stat: h.stat("/zookeeper/config") })));
-    let data = h.read(Request::GetData(PathWatchRequest { path: "/zookeeper".into(), watch: false })).result;
-    assert_eq!(data, Ok(Response::GetData(GetDataResponse { data: Some(vec![]), stat: Stat { cversion: -2, num_children: 2, ..Stat::default() } })));
+    assert_eq!(
+        h.stat("/zookeeper/config"),
+        Stat {
+            aversion: -1,
+            ..Stat::default()
+        }
+    );
+    let config_acl = h
+        .read(Request::GetAcl(PathRequest {
+            path: "/zookeeper/config".into(),
+        }))
+        .result;
+    assert_eq!(
+        config_acl,
+        Ok(Response::GetAcl(GetAclResponse {
+            acl: acl::read_acl_unsafe(),
+            stat: h.stat("/zookeeper/config")
+        }))
+    );
+    let data = h
+        .read(Request::GetData(PathWatchRequest {
+            path: "/zookeeper".into(),
+            watch: false,
+        }))
+        .result;
+    assert_eq!(
+        data,
+        Ok(Response::GetData(GetDataResponse {
+            data: Some(vec![]),
+            stat: Stat {
+                cversion: -2,
+                num_children: 2,
+                ..Stat::default()
+            }
+        }))
+    );
     assert_eq!(h.tree.node_count(), 4);
 }
 
@@ -67,89 +130,206 @@ fn stat_follows_each_operation() {
     let created = h.zxid;
     let t0 = h.time_ms;
     let stat = h.stat("/a");
-    assert_eq!(stat, Stat { czxid: created, mzxid: created, pzxid: created, ctime: t0, mtime: t0, ..Stat::default() });
+    assert_eq!(
+        stat,
+        Stat {
+            czxid: created,
+            mzxid: created,
+            pzxid: created,
+            ctime: t0,
+            mtime: t0,
+            ..Stat::default()
+        }
+    );
     h.write(set_data("/a", b"hello", 0)).unwrap();
     let stat = h.stat("/a");
-    assert_eq!((stat.version, stat.mzxid, stat.mtime, stat.ctime, stat.data_length, stat.pzxid), (1, h.zxid, h.time_ms, t0, 5, created));
+    assert_eq!(
+        (
+            stat.version,
+            stat.mzxid,
+            stat.mtime,
+            stat.ctime,
+            stat.data_length,
+            stat.pzxid
+        ),
+        (1, h.zxid, h.time_ms, t0, 5, created)
+    );
     let set_zxid = h.zxid;
     h.write(set_acl("/a", open(), 0)).unwrap();
     let stat = h.stat("/a");
     assert_eq!((stat.aversion, stat.version, stat.mzxid), (1, 1, set_zxid));
     h.must_create("/a/b");
     let stat = h.stat("/a");
-    assert_eq!((stat.cversion, stat.num_children, stat.pzxid, stat.mzxid), (1, 1, h.zxid, set_zxid));
+    assert_eq!(
+        (stat.cversion, stat.num_children, stat.pzxid, stat.mzxid),
+        (1, 1, h.zxid, set_zxid)
+    );
     h.write(set_data("/a/b", b"x", -1)).unwrap();
     assert_eq!(h.stat("/a").pzxid, h.zxid - 1, "child setData leaves pzxid");
     h.write(delete("/a/b", 1)).unwrap();
     let stat = h.stat("/a");
-    assert_eq!((stat.cversion, stat.num_children, stat.pzxid), (2, 0, h.zxid));
+    assert_eq!(
+        (stat.cversion, stat.num_children, stat.pzxid),
+        (2, 0, h.zxid)
+    );
 }
 
 #[test]
 fn null_and_empty_data_are_kept_apart() {
     let mut h = Harness::new();
-    h.write(Request::Create(CreateRequest { path: "/null".into(), data: None, acl: Some(open()), flags: 0 })).unwrap();
+    h.write(Request::Create(CreateRequest {
+        path: "/null".into(),
+        data: None,
+        acl: Some(open()),
+        flags: 0,
+    }))
+    .unwrap();
     h.must_create("/empty");
-    let get = |h: &Harness, path: &str| match h.read(Request::GetData(PathWatchRequest { path: path.into(), watch: false })).result {
+    let get = |h: &Harness, path: &str| match h
+        .read(Request::GetData(PathWatchRequest {
+            path: path.into(),
+            watch: false,
+        }))
+        .result
+    {
         Ok(Response::GetData(response)) => (response.data, response.stat.data_length),
         other => panic!("{other:?}"),
     };
     assert_eq!(get(&h, "/null"), (None, 0));
     assert_eq!(get(&h, "/empty"), (Some(vec![]), 0));
-    h.write(Request::SetData(SetDataRequest { path: "/empty".into(), data: None, version: -1 })).unwrap();
+    h.write(Request::SetData(SetDataRequest {
+        path: "/empty".into(),
+        data: None,
+        version: -1,
+    }))
+    .unwrap();
     assert_eq!(get(&h, "/empty"), (None, 0));
 }
 
 #[test]
 fn create_checks_run_in_zookeeper_order() {
-    let mut h = Harness::with(TreeConfig { enforce_quota: true, ..extended() });
+    let mut h = Harness::with(TreeConfig {
+        enforce_quota: true,
+        ..extended()
+    });
     let bob = vec![Id::new("digest", "bob:h")];
     h.must_create("/p");
-    h.write(set_acl("/p", vec![acl_of(ALL & !4, "world", "anyone")], -1)).unwrap();
+    h.write(set_acl("/p", vec![acl_of(ALL & !4, "world", "anyone")], -1))
+        .unwrap();
     h.must_create("/e");
     // 0: bad flags beat everything, even a TTL problem and a missing parent.
-    assert_eq!(h.write(create_ttl("nope", 9, -5)), Err(ErrorCode::BadArguments));
+    assert_eq!(
+        h.write(create_ttl("nope", 9, -5)),
+        Err(ErrorCode::BadArguments)
+    );
     // 1/2 with extended types off: UNIMPLEMENTED, even via opcode 1.
     let mut off = Harness::new();
-    assert_eq!(off.write(create_request("nope", b"", 5)), Err(ErrorCode::Unimplemented));
-    assert_eq!(off.write(create_ttl("/t", 6, 1000)), Err(ErrorCode::Unimplemented));
+    assert_eq!(
+        off.write(create_request("nope", b"", 5)),
+        Err(ErrorCode::Unimplemented)
+    );
+    assert_eq!(
+        off.write(create_ttl("/t", 6, 1000)),
+        Err(ErrorCode::Unimplemented)
+    );
     // 2: TTL validation before the session check.
     let dead = 12345;
     for (flags, ttl) in [(5, 0), (5, 1 << 40), (0, 100), (5, -1)] {
-        let result = h.write_as(dead, vec![], create_ttl("/t", flags, ttl)).outcome;
-        assert_eq!(result, Outcome::Reply(Err(ErrorCode::BadArguments)), "{flags} {ttl}");
+        let result = h
+            .write_as(dead, vec![], create_ttl("/t", flags, ttl))
+            .outcome;
+        assert_eq!(
+            result,
+            Outcome::Reply(Err(ErrorCode::BadArguments)),
+            "{flags} {ttl}"
+        );
     }
-    assert_eq!(h.write(create_request("/t", b"", 5)), Err(ErrorCode::BadArguments), "TTL mode via opcode 1 has ttl −1");
+    assert_eq!(
+        h.write(create_request("/t", b"", 5)),
+        Err(ErrorCode::BadArguments),
+        "TTL mode via opcode 1 has ttl −1"
+    );
     // 3: session before path syntax.
-    let result = h.write_as(dead, vec![], create_request("nope", b"", 1)).outcome;
+    let result = h
+        .write_as(dead, vec![], create_request("nope", b"", 1))
+        .outcome;
     assert_eq!(result, Outcome::Reply(Err(ErrorCode::SessionExpired)));
     // 4: no slash / NUL before ACL validity.
-    let bad_acl = Request::Create(CreateRequest { path: "nope".into(), data: None, acl: Some(vec![]), flags: 0 });
+    let bad_acl = Request::Create(CreateRequest {
+        path: "nope".into(),
+        data: None,
+        acl: Some(vec![]),
+        flags: 0,
+    });
     assert_eq!(h.write(bad_acl), Err(ErrorCode::BadArguments));
-    assert_eq!(h.write(create_request("/a\0b", b"", 0)), Err(ErrorCode::BadArguments));
+    assert_eq!(
+        h.write(create_request("/a\0b", b"", 0)),
+        Err(ErrorCode::BadArguments)
+    );
     // 5: invalid ACL before the parent's existence.
-    let no_parent = Request::Create(CreateRequest { path: "/x/y".into(), data: None, acl: None, flags: 0 });
+    let no_parent = Request::Create(CreateRequest {
+        path: "/x/y".into(),
+        data: None,
+        acl: None,
+        flags: 0,
+    });
     assert_eq!(h.write(no_parent), Err(ErrorCode::InvalidAcl));
-    let auth_without_ids = Request::Create(CreateRequest { path: "/x".into(), data: None, acl: Some(vec![acl_of(ALL, "auth", "")]), flags: 0 });
+    let auth_without_ids = Request::Create(CreateRequest {
+        path: "/x".into(),
+        data: None,
+        acl: Some(vec![acl_of(ALL, "auth", "")]),
+        flags: 0,
+    });
     assert_eq!(h.write(auth_without_ids), Err(ErrorCode::InvalidAcl));
     // 6: parent missing before the ACL check.
-    assert_eq!(h.write(create_request("/x/y", b"", 0)), Err(ErrorCode::NoNode));
+    assert_eq!(
+        h.write(create_request("/x/y", b"", 0)),
+        Err(ErrorCode::NoNode)
+    );
     // 7: CREATE on the parent before path syntax of the final name.
-    assert_eq!(h.write(create_request("/p/", b"", 0)), Err(ErrorCode::NoAuth));
-    assert_eq!(h.write_as(h.session, bob.clone(), create_request("/p/c", b"", 0)).outcome, Outcome::Reply(Err(ErrorCode::NoAuth)));
+    assert_eq!(
+        h.write(create_request("/p/", b"", 0)),
+        Err(ErrorCode::NoAuth)
+    );
+    assert_eq!(
+        h.write_as(h.session, bob.clone(), create_request("/p/c", b"", 0))
+            .outcome,
+        Outcome::Reply(Err(ErrorCode::NoAuth))
+    );
     let superuser = vec![Id::new("super", "")];
-    assert!(matches!(h.write_as(h.session, superuser, create_request("/p/c", b"", 0)).outcome, Outcome::Reply(Ok(_))));
+    assert!(matches!(
+        h.write_as(h.session, superuser, create_request("/p/c", b"", 0))
+            .outcome,
+        Outcome::Reply(Ok(_))
+    ));
     // 9: syntax of the final name; a sequential suffix can make a trailing '/' valid.
-    assert_eq!(h.write(create_request("/e/", b"", 0)), Err(ErrorCode::BadArguments));
-    assert_eq!(h.write(create_request("/e/😀", b"", 0)), Err(ErrorCode::BadArguments));
+    assert_eq!(
+        h.write(create_request("/e/", b"", 0)),
+        Err(ErrorCode::BadArguments)
+    );
+    assert_eq!(
+        h.write(create_request("/e/😀", b"", 0)),
+        Err(ErrorCode::BadArguments)
+    );
     assert_eq!(h.create("/e/", 2), Ok("/e/0000000000".into()));
     // 10: exists before the ephemeral-parent check.
     assert_eq!(h.create("/e", 1), Err(ErrorCode::NodeExists));
     assert_eq!(h.create("/eph", 1), Ok("/eph".into()));
     assert_eq!(h.create("/eph", 0), Err(ErrorCode::NodeExists));
     // 11: no children under session ephemerals; containers and TTL parents are fine.
-    assert_eq!(h.create("/eph/c", 0), Err(ErrorCode::NoChildrenForEphemerals));
-    assert!(matches!(h.write(Request::CreateContainer(CreateRequest { path: "/box".into(), data: None, acl: Some(open()), flags: 4 })), Ok(Response::Create2(_))));
+    assert_eq!(
+        h.create("/eph/c", 0),
+        Err(ErrorCode::NoChildrenForEphemerals)
+    );
+    assert!(matches!(
+        h.write(Request::CreateContainer(CreateRequest {
+            path: "/box".into(),
+            data: None,
+            acl: Some(open()),
+            flags: 4
+        })),
+        Ok(Response::Create2(_))
+    ));
     h.must_create("/box/c");
     assert!(h.write(create_ttl("/ttl", 5, 1000)).is_ok());
     h.must_create("/ttl/c");
@@ -158,9 +338,16 @@ fn create_checks_run_in_zookeeper_order() {
     assert_eq!(h.stat("/eph").ephemeral_owner, h.session);
     // 12: hard quota.
     h.must_create("/q");
-    h.write(create_request("/zookeeper/quota/q", b"", 0)).unwrap();
-    h.write(create_request("/zookeeper/quota/q/zookeeper_limits", b"count=-1,bytes=-1=;countHardLimit=2", 0)).unwrap();
-    h.write(create_request("/zookeeper/quota/q/zookeeper_stats", b"", 0)).unwrap();
+    h.write(create_request("/zookeeper/quota/q", b"", 0))
+        .unwrap();
+    h.write(create_request(
+        "/zookeeper/quota/q/zookeeper_limits",
+        b"count=-1,bytes=-1=;countHardLimit=2",
+        0,
+    ))
+    .unwrap();
+    h.write(create_request("/zookeeper/quota/q/zookeeper_stats", b"", 0))
+        .unwrap();
     h.must_create("/q/one");
     assert_eq!(h.create("/q/two", 0), Err(ErrorCode::QuotaExceeded));
 }
@@ -169,20 +356,36 @@ fn create_checks_run_in_zookeeper_order() {
 fn delete_checks_run_in_order() {
     let mut h = Harness::new();
     for protected in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
-        assert_eq!(h.write(delete(protected, -1)), Err(ErrorCode::BadArguments), "{protected}");
+        assert_eq!(
+            h.write(delete(protected, -1)),
+            Err(ErrorCode::BadArguments),
+            "{protected}"
+        );
     }
     assert_eq!(h.write(delete("nope", -1)), Err(ErrorCode::BadArguments));
     assert_eq!(h.write(delete("/x/y", 5)), Err(ErrorCode::NoNode));
     h.must_create("/p");
     h.must_create("/p/c");
     h.must_create("/p/c/d");
-    h.write(set_acl("/p", vec![acl_of(ALL & !8, "world", "anyone")], -1)).unwrap();
-    assert_eq!(h.write(delete("/p/missing", 5)), Err(ErrorCode::NoAuth), "ACL on parent before existence");
+    h.write(set_acl("/p", vec![acl_of(ALL & !8, "world", "anyone")], -1))
+        .unwrap();
+    assert_eq!(
+        h.write(delete("/p/missing", 5)),
+        Err(ErrorCode::NoAuth),
+        "ACL on parent before existence"
+    );
     h.write(set_acl("/p", open(), -1)).unwrap();
     assert_eq!(h.write(delete("/p/missing", 5)), Err(ErrorCode::NoNode));
-    assert_eq!(h.write(delete("/p/c", 5)), Err(ErrorCode::BadVersion), "version before emptiness");
+    assert_eq!(
+        h.write(delete("/p/c", 5)),
+        Err(ErrorCode::BadVersion),
+        "version before emptiness"
+    );
     assert_eq!(h.write(delete("/p/c", 0)), Err(ErrorCode::NotEmpty));
-    assert_eq!(h.write_as(777, vec![], delete("/p/c/d", 0)).outcome, Outcome::Reply(Err(ErrorCode::SessionExpired)));
+    assert_eq!(
+        h.write_as(777, vec![], delete("/p/c/d", 0)).outcome,
+        Outcome::Reply(Err(ErrorCode::SessionExpired))
+    );
     assert_eq!(h.write(delete("/p/c/d", 0)), Ok(Response::Empty));
 }
 
@@ -190,19 +393,42 @@ fn delete_checks_run_in_order() {
 fn set_data_set_acl_and_check_errors() {
     let mut h = Harness::new();
     h.must_create("/a");
-    assert_eq!(h.write(set_data("a", b"", -1)), Err(ErrorCode::BadArguments));
+    assert_eq!(
+        h.write(set_data("a", b"", -1)),
+        Err(ErrorCode::BadArguments)
+    );
     assert_eq!(h.write(set_data("/b", b"", -1)), Err(ErrorCode::NoNode));
     assert_eq!(h.write(set_data("/a", b"", 3)), Err(ErrorCode::BadVersion));
-    h.write(set_acl("/a", vec![acl_of(1, "world", "anyone")], 0)).unwrap();
-    assert_eq!(h.write(set_data("/a", b"", 3)), Err(ErrorCode::NoAuth), "WRITE before version");
-    assert_eq!(h.write(set_acl("/a", vec![], 9)), Err(ErrorCode::InvalidAcl), "ACL validity before existence");
+    h.write(set_acl("/a", vec![acl_of(1, "world", "anyone")], 0))
+        .unwrap();
+    assert_eq!(
+        h.write(set_data("/a", b"", 3)),
+        Err(ErrorCode::NoAuth),
+        "WRITE before version"
+    );
+    assert_eq!(
+        h.write(set_acl("/a", vec![], 9)),
+        Err(ErrorCode::InvalidAcl),
+        "ACL validity before existence"
+    );
     assert_eq!(h.write(set_acl("/nope", open(), 9)), Err(ErrorCode::NoNode));
-    assert_eq!(h.write(set_acl("/a", open(), 9)), Err(ErrorCode::NoAuth), "ADMIN before aversion");
-    assert_eq!(h.write(check("/a", 0)), Err(ErrorCode::Unimplemented), "check only inside multi");
+    assert_eq!(
+        h.write(set_acl("/a", open(), 9)),
+        Err(ErrorCode::NoAuth),
+        "ADMIN before aversion"
+    );
+    assert_eq!(
+        h.write(check("/a", 0)),
+        Err(ErrorCode::Unimplemented),
+        "check only inside multi"
+    );
     let applied = h.write_full(set_acl("/zookeeper", open(), 0));
     assert!(applied.triggers.is_empty(), "setACL fires nothing");
     assert_eq!(h.stat("/zookeeper").aversion, 1);
-    assert_eq!(h.write(set_acl("/zookeeper", open(), 0)), Err(ErrorCode::BadVersion));
+    assert_eq!(
+        h.write(set_acl("/zookeeper", open(), 0)),
+        Err(ErrorCode::BadVersion)
+    );
 }
 
 #[test]
@@ -210,18 +436,38 @@ fn multi_is_all_or_nothing() {
     let mut h = Harness::with(extended());
     h.must_create("/m");
     let before = h.tree.clone();
-    let ops = vec![create_request("/m/a", b"1", 0), delete("/m/missing", -1), set_data("/m", b"x", -1)];
+    let ops = vec![
+        create_request("/m/a", b"1", 0),
+        delete("/m/missing", -1),
+        set_data("/m", b"x", -1),
+    ];
     let applied = h.write_full(Request::Multi(ops));
-    let expected = vec![MultiResult::Error(ErrorCode::Ok), MultiResult::Error(ErrorCode::NoNode), MultiResult::Error(ErrorCode::RuntimeInconsistency)];
-    assert_eq!(applied.outcome, Outcome::Reply(Ok(Response::Multi(expected))));
+    let expected = vec![
+        MultiResult::Error(ErrorCode::Ok),
+        MultiResult::Error(ErrorCode::NoNode),
+        MultiResult::Error(ErrorCode::RuntimeInconsistency),
+    ];
+    assert_eq!(
+        applied.outcome,
+        Outcome::Reply(Ok(Response::Multi(expected)))
+    );
     assert!(applied.triggers.is_empty());
     assert_eq!(h.tree.node("/m"), before.node("/m"));
     assert_eq!(h.tree.node("/m/a"), None);
-    assert_eq!(h.tree.last_applied_zxid(), h.zxid, "a failed multi still consumes its zxid");
+    assert_eq!(
+        h.tree.last_applied_zxid(),
+        h.zxid,
+        "a failed multi still consumes its zxid"
+    );
 
     let ops = vec![
         create_request("/m/a", b"1", 2),
-        Request::Create2(CreateRequest { path: "/m/b".into(), data: None, acl: Some(open()), flags: 0 }),
+        Request::Create2(CreateRequest {
+            path: "/m/b".into(),
+            data: None,
+            acl: Some(open()),
+            flags: 0,
+        }),
         set_data("/m/b", b"new", 0),
         check("/m/b", 1),
         create_ttl("/m/t", 5, 100),
@@ -229,40 +475,89 @@ fn multi_is_all_or_nothing() {
     ];
     let applied = h.write_full(Request::Multi(ops));
     let zxid = h.zxid;
-    let Outcome::Reply(Ok(Response::Multi(results))) = applied.outcome else { panic!() };
-    assert_eq!(results[0], MultiResult::Create(CreateResponse { path: "/m/a0000000000".into() }));
+    let Outcome::Reply(Ok(Response::Multi(results))) = applied.outcome else {
+        panic!()
+    };
+    assert_eq!(
+        results[0],
+        MultiResult::Create(CreateResponse {
+            path: "/m/a0000000000".into()
+        })
+    );
     // Apache ZooKeeper rebuilds multi creates from their flags: create2 answers as a plain create.
-    assert_eq!(results[1], MultiResult::Create(CreateResponse { path: "/m/b".into() }));
+    assert_eq!(
+        results[1],
+        MultiResult::Create(CreateResponse {
+            path: "/m/b".into()
+        })
+    );
     assert_eq!(h.stat("/m/t").czxid, zxid);
-    assert!(matches!(&results[2], MultiResult::SetData(StatResponse { stat }) if stat.version == 1));
+    assert!(
+        matches!(&results[2], MultiResult::SetData(StatResponse { stat }) if stat.version == 1)
+    );
     assert_eq!(results[3], MultiResult::Check);
     assert!(matches!(&results[4], MultiResult::Create2(_)));
     assert_eq!(results[5], MultiResult::Delete);
     let parent = h.stat("/m");
-    assert_eq!((parent.cversion, parent.num_children, parent.pzxid), (4, 2, zxid));
+    assert_eq!(
+        (parent.cversion, parent.num_children, parent.pzxid),
+        (4, 2, zxid)
+    );
     assert_eq!(h.stat("/m/t").ctime, h.stat("/m/a0000000000").ctime);
     assert_eq!(h.write(Request::Multi(vec![])), Ok(Response::Multi(vec![])));
-    let ttl_dropped = CreateTtlRequest { path: "/m/plain".into(), data: None, acl: Some(open()), flags: 0, ttl: 100 };
+    let ttl_dropped = CreateTtlRequest {
+        path: "/m/plain".into(),
+        data: None,
+        acl: Some(open()),
+        flags: 0,
+        ttl: 100,
+    };
     let applied = h.write(Request::Multi(vec![Request::CreateTtl(ttl_dropped)]));
-    assert_eq!(applied, Ok(Response::Multi(vec![MultiResult::Create(CreateResponse { path: "/m/plain".into() })])), "a createTTL op with non-TTL flags runs as a plain create");
-    assert_eq!(h.write(Request::Multi(vec![set_acl("/m", open(), -1)])), Err(ErrorCode::MarshallingError));
+    assert_eq!(
+        applied,
+        Ok(Response::Multi(vec![MultiResult::Create(CreateResponse {
+            path: "/m/plain".into()
+        })])),
+        "a createTTL op with non-TTL flags runs as a plain create"
+    );
+    assert_eq!(
+        h.write(Request::Multi(vec![set_acl("/m", open(), -1)])),
+        Err(ErrorCode::MarshallingError)
+    );
 }
 
 fn trigger_list(applied: &Applied) -> Vec<(Table, &str, EventType)> {
-    applied.triggers.iter().map(|t| (t.table, t.path.as_str(), t.event)).collect()
+    applied
+        .triggers
+        .iter()
+        .map(|t| (t.table, t.path.as_str(), t.event))
+        .collect()
 }
 
 #[test]
 fn triggers_come_in_the_documented_order() {
     let mut h = Harness::new();
     let applied = h.write_full(create_request("/a", b"", 0));
-    assert_eq!(trigger_list(&applied), [(Table::Data, "/a", EventType::NodeCreated), (Table::Child, "/", EventType::NodeChildrenChanged)]);
+    assert_eq!(
+        trigger_list(&applied),
+        [
+            (Table::Data, "/a", EventType::NodeCreated),
+            (Table::Child, "/", EventType::NodeChildrenChanged)
+        ]
+    );
     let applied = h.write_full(set_data("/a", b"x", -1));
-    assert_eq!(trigger_list(&applied), [(Table::Data, "/a", EventType::NodeDataChanged)]);
+    assert_eq!(
+        trigger_list(&applied),
+        [(Table::Data, "/a", EventType::NodeDataChanged)]
+    );
     let applied = h.write_full(delete("/a", -1));
     assert_eq!(
         trigger_list(&applied),
-        [(Table::Data, "/a", EventType::NodeDeleted), (Table::Child, "/a", EventType::NodeDeleted), (Table::Child, "/", EventType::NodeChildrenChanged)]
+        [
+            (Table::Data, "/a", EventType::NodeDeleted),
+            (Table::Child, "/a", EventType::NodeDeleted),
+            (Table::Child, "/", EventType::NodeChildrenChanged)
+        ]
     );
     h.create("/e1", 1).unwrap();
     h.create("/e2", 1).unwrap();
@@ -270,25 +565,43 @@ fn triggers_come_in_the_documented_order() {
     let applied = h.apply_op(session, CommandOp::CloseSession);
     assert_eq!(applied.outcome, Outcome::SessionClosed);
     assert_eq!(applied.triggers.len(), 6);
-    assert_eq!(trigger_list(&applied)[3], (Table::Data, "/e2", EventType::NodeDeleted));
+    assert_eq!(
+        trigger_list(&applied)[3],
+        (Table::Data, "/e2", EventType::NodeDeleted)
+    );
     assert_eq!(h.stat("/").pzxid, h.zxid);
     assert!(h.tree.session(session).is_none());
     assert_eq!(h.tree.ephemeral_count(), 0);
-    assert_eq!(h.apply_op(session, CommandOp::CloseSession).triggers, vec![], "closing an unknown session is a no-op");
+    assert_eq!(
+        h.apply_op(session, CommandOp::CloseSession).triggers,
+        vec![],
+        "closing an unknown session is a no-op"
+    );
 }
 
 #[test]
 fn sessions_and_ephemerals() {
-    let mut h = Harness::with(TreeConfig { server_id: 3, ..TreeConfig::default() });
+    let mut h = Harness::with(TreeConfig {
+        server_id: 3,
+        ..TreeConfig::default()
+    });
     assert_eq!(h.session, (3 << 56) | 1);
     let other = h.new_session();
     assert_eq!(other, (3 << 56) | h.zxid);
     let info = h.tree.session(other).unwrap();
-    assert_eq!((info.timeout_ms, info.password.clone()), (10_000, vec![7; 16]));
+    assert_eq!(
+        (info.timeout_ms, info.password.clone()),
+        (10_000, vec![7; 16])
+    );
     h.create("/ab", 1).unwrap();
     h.create("/a", 3).unwrap();
     h.must_create("/p");
-    let get = |h: &Harness, prefix: Option<&str>| match h.read(Request::GetEphemerals(GetEphemeralsRequest { prefix_path: prefix.map(str::to_owned) })).result {
+    let get = |h: &Harness, prefix: Option<&str>| match h
+        .read(Request::GetEphemerals(GetEphemeralsRequest {
+            prefix_path: prefix.map(str::to_owned),
+        }))
+        .result
+    {
         Ok(Response::GetEphemerals(r)) => r.ephemerals,
         other => panic!("{other:?}"),
     };
@@ -302,8 +615,18 @@ fn sessions_and_ephemerals() {
 
 #[test]
 fn reaper_deletes_only_what_qualifies_at_command_time() {
-    let mut h = Harness::with(TreeConfig { container_never_used_ms: 1_000, ..extended() });
-    let container = |path: &str| Request::CreateContainer(CreateRequest { path: path.into(), data: None, acl: Some(open()), flags: 4 });
+    let mut h = Harness::with(TreeConfig {
+        container_never_used_ms: 1_000,
+        ..extended()
+    });
+    let container = |path: &str| {
+        Request::CreateContainer(CreateRequest {
+            path: path.into(),
+            data: None,
+            acl: Some(open()),
+            flags: 4,
+        })
+    };
     h.write(container("/used")).unwrap();
     h.write(container("/never")).unwrap();
     h.write(create_ttl("/ttl", 5, 500)).unwrap();
@@ -312,18 +635,56 @@ fn reaper_deletes_only_what_qualifies_at_command_time() {
     assert_eq!(h.tree.reap_candidates(now, 10), Vec::<String>::new());
     h.write(delete("/used/c", -1)).unwrap();
     assert_eq!(h.tree.reap_candidates(h.time_ms, 10), ["/used"]);
-    assert_eq!(h.tree.reap_candidates(h.time_ms + 600, 10), ["/ttl", "/used"]);
-    assert_eq!(h.tree.reap_candidates(h.time_ms + 2_000, 10), ["/never", "/ttl", "/used"]);
+    assert_eq!(
+        h.tree.reap_candidates(h.time_ms + 600, 10),
+        ["/ttl", "/used"]
+    );
+    assert_eq!(
+        h.tree.reap_candidates(h.time_ms + 2_000, 10),
+        ["/never", "/ttl", "/used"]
+    );
     assert_eq!(h.tree.reap_candidates(h.time_ms + 2_000, 1), ["/never"]);
-    let applied = h.apply_op(0, CommandOp::Reap { path: "/ttl".into() });
-    assert_eq!((applied.outcome, applied.triggers.len()), (Outcome::Reaped, 0), "TTL not yet expired at command time");
+    let applied = h.apply_op(
+        0,
+        CommandOp::Reap {
+            path: "/ttl".into(),
+        },
+    );
+    assert_eq!(
+        (applied.outcome, applied.triggers.len()),
+        (Outcome::Reaped, 0),
+        "TTL not yet expired at command time"
+    );
     h.time_ms += 600;
-    let applied = h.apply_op(0, CommandOp::Reap { path: "/ttl".into() });
+    let applied = h.apply_op(
+        0,
+        CommandOp::Reap {
+            path: "/ttl".into(),
+        },
+    );
     assert_eq!(applied.triggers.len(), 3);
     assert!(h.tree.stat("/ttl").is_none());
     h.must_create("/used/again");
-    assert!(h.apply_op(0, CommandOp::Reap { path: "/used".into() }).triggers.is_empty(), "no longer empty");
-    assert!(h.apply_op(0, CommandOp::Reap { path: "/missing".into() }).triggers.is_empty());
+    assert!(
+        h.apply_op(
+            0,
+            CommandOp::Reap {
+                path: "/used".into()
+            }
+        )
+        .triggers
+        .is_empty(),
+        "no longer empty"
+    );
+    assert!(h
+        .apply_op(
+            0,
+            CommandOp::Reap {
+                path: "/missing".into()
+            }
+        )
+        .triggers
+        .is_empty());
 }
 
 #[test]
@@ -331,69 +692,184 @@ fn quota_stats_are_rewritten_in_place() {
     let mut h = Harness::new();
     h.must_create("/q");
     h.write(create_request("/q/a", b"abc", 0)).unwrap();
-    h.write(create_request("/zookeeper/quota/q", b"", 0)).unwrap();
-    h.write(create_request("/zookeeper/quota/q/zookeeper_limits", b"count=1,bytes=-1", 0)).unwrap();
-    h.write(create_request("/zookeeper/quota/q/zookeeper_stats", b"junk", 0)).unwrap();
+    h.write(create_request("/zookeeper/quota/q", b"", 0))
+        .unwrap();
+    h.write(create_request(
+        "/zookeeper/quota/q/zookeeper_limits",
+        b"count=1,bytes=-1",
+        0,
+    ))
+    .unwrap();
+    h.write(create_request(
+        "/zookeeper/quota/q/zookeeper_stats",
+        b"junk",
+        0,
+    ))
+    .unwrap();
     let stats = |h: &Harness| h.tree.node("/zookeeper/quota/q/zookeeper_stats").unwrap();
     assert_eq!(stats(&h).0, Some(b"count=2,bytes=3".to_vec()));
     h.write(create_request("/q/a/b", b"12345", 0)).unwrap();
-    assert_eq!(h.create("/q/c", 0), Ok("/q/c".into()), "soft limits never fail");
+    assert_eq!(
+        h.create("/q/c", 0),
+        Ok("/q/c".into()),
+        "soft limits never fail"
+    );
     h.write(set_data("/q/a", b"", -1)).unwrap();
     h.write(delete("/q/a/b", -1)).unwrap();
     let (data, stat, _) = stats(&h);
     assert_eq!(data, Some(b"count=3,bytes=0".to_vec()));
     assert_eq!((stat.version, stat.data_length), (0, 15));
-    h.write(delete("/zookeeper/quota/q/zookeeper_limits", -1)).unwrap();
+    h.write(delete("/zookeeper/quota/q/zookeeper_limits", -1))
+        .unwrap();
     h.must_create("/q/d");
-    assert_eq!(stats(&h).0, Some(b"count=3,bytes=0".to_vec()), "untracked after the limits node goes");
+    assert_eq!(
+        stats(&h).0,
+        Some(b"count=3,bytes=0".to_vec()),
+        "untracked after the limits node goes"
+    );
 }
 
 #[test]
 fn reads_follow_their_rules() {
     let mut h = Harness::new();
-    let exists = |h: &Harness, path: &str| h.read(Request::Exists(PathWatchRequest { path: path.into(), watch: true }));
-    assert_eq!(exists(&h, "/x"), Read { result: Err(ErrorCode::NoNode), watch: Some(("/x".into(), WatchKind::Data)) });
+    let exists = |h: &Harness, path: &str| {
+        h.read(Request::Exists(PathWatchRequest {
+            path: path.into(),
+            watch: true,
+        }))
+    };
+    assert_eq!(
+        exists(&h, "/x"),
+        Read {
+            result: Err(ErrorCode::NoNode),
+            watch: Some(("/x".into(), WatchKind::Data))
+        }
+    );
     assert_eq!(exists(&h, "/x\0").watch, None);
-    let get_data = |h: &Harness, path: &str| h.read(Request::GetData(PathWatchRequest { path: path.into(), watch: true }));
-    assert_eq!(get_data(&h, "/x"), Read { result: Err(ErrorCode::NoNode), watch: None });
+    let get_data = |h: &Harness, path: &str| {
+        h.read(Request::GetData(PathWatchRequest {
+            path: path.into(),
+            watch: true,
+        }))
+    };
+    assert_eq!(
+        get_data(&h, "/x"),
+        Read {
+            result: Err(ErrorCode::NoNode),
+            watch: None
+        }
+    );
     let digest = acl::digest_id("bob:pw");
     h.write(Request::Create(CreateRequest {
         path: "/secret".into(),
         data: Some(b"s".to_vec()),
-        acl: Some(vec![acl_of(ALL, "digest", &digest), acl_of(1, "ip", "127.0.0.0/8")]),
+        acl: Some(vec![
+            acl_of(ALL, "digest", &digest),
+            acl_of(1, "ip", "127.0.0.0/8"),
+        ]),
         flags: 0,
     }))
     .unwrap();
-    h.write_as(h.session, vec![Id::new("super", "")], create_request("/secret/c", b"", 0));
+    h.write_as(
+        h.session,
+        vec![Id::new("super", "")],
+        create_request("/secret/c", b"", 0),
+    );
     assert!(h.tree.stat("/secret/c").is_some());
     let stranger = vec![Id::new("ip", "10.0.0.1")];
-    let as_stranger = h.tree.read(1, &stranger, &Request::Exists(PathWatchRequest { path: "/secret".into(), watch: true }));
-    assert_eq!(as_stranger, Read { result: Err(ErrorCode::NoAuth), watch: None });
-    let children = h.read(Request::GetChildren2(PathWatchRequest { path: "/secret".into(), watch: true }));
+    let as_stranger = h.tree.read(
+        1,
+        &stranger,
+        &Request::Exists(PathWatchRequest {
+            path: "/secret".into(),
+            watch: true,
+        }),
+    );
+    assert_eq!(
+        as_stranger,
+        Read {
+            result: Err(ErrorCode::NoAuth),
+            watch: None
+        }
+    );
+    let children = h.read(Request::GetChildren2(PathWatchRequest {
+        path: "/secret".into(),
+        watch: true,
+    }));
     assert!(matches!(children.result, Ok(Response::GetChildren2(ref r)) if r.children == ["c"]));
     assert_eq!(children.watch, Some(("/secret".into(), WatchKind::Child)));
-    let get_acl = h.read(Request::GetAcl(PathRequest { path: "/secret".into() }));
-    let Ok(Response::GetAcl(response)) = get_acl.result else { panic!() };
+    let get_acl = h.read(Request::GetAcl(PathRequest {
+        path: "/secret".into(),
+    }));
+    let Ok(Response::GetAcl(response)) = get_acl.result else {
+        panic!()
+    };
     assert_eq!(response.acl[0].id.id, "bob:x", "redacted without ADMIN");
     let bob = vec![Id::new("digest", &digest)];
-    let Ok(Response::GetAcl(response)) = h.tree.read(1, &bob, &Request::GetAcl(PathRequest { path: "/secret".into() })).result else { panic!() };
+    let Ok(Response::GetAcl(response)) = h
+        .tree
+        .read(
+            1,
+            &bob,
+            &Request::GetAcl(PathRequest {
+                path: "/secret".into(),
+            }),
+        )
+        .result
+    else {
+        panic!()
+    };
     assert_eq!(response.acl[0].id.id, digest);
-    let count = |path: &str| h.read(Request::GetAllChildrenNumber(PathRequest { path: path.into() })).result;
-    assert_eq!(count("/"), Ok(Response::GetAllChildrenNumber(GetAllChildrenNumberResponse { total_number: 5 })));
-    assert_eq!(count("/secret"), Ok(Response::GetAllChildrenNumber(GetAllChildrenNumberResponse { total_number: 1 })));
+    let count = |path: &str| {
+        h.read(Request::GetAllChildrenNumber(PathRequest {
+            path: path.into(),
+        }))
+        .result
+    };
+    assert_eq!(
+        count("/"),
+        Ok(Response::GetAllChildrenNumber(
+            GetAllChildrenNumberResponse { total_number: 5 }
+        ))
+    );
+    assert_eq!(
+        count("/secret"),
+        Ok(Response::GetAllChildrenNumber(
+            GetAllChildrenNumberResponse { total_number: 1 }
+        ))
+    );
     let multi = h.read(Request::MultiRead(vec![
-        Request::GetData(PathWatchRequest { path: "/secret".into(), watch: false }),
-        Request::GetChildren(PathWatchRequest { path: "/nope".into(), watch: false }),
+        Request::GetData(PathWatchRequest {
+            path: "/secret".into(),
+            watch: false,
+        }),
+        Request::GetChildren(PathWatchRequest {
+            path: "/nope".into(),
+            watch: false,
+        }),
     ]));
-    let Ok(Response::Multi(results)) = multi.result else { panic!() };
-    assert!(matches!(&results[0], MultiResult::GetData(r) if r.data.as_deref() == Some(b"s".as_slice())));
+    let Ok(Response::Multi(results)) = multi.result else {
+        panic!()
+    };
+    assert!(
+        matches!(&results[0], MultiResult::GetData(r) if r.data.as_deref() == Some(b"s".as_slice()))
+    );
     assert_eq!(results[1], MultiResult::Error(ErrorCode::NoNode));
 }
 
 #[test]
 fn skip_acl_admits_everyone_and_triggers_carry_no_acl() {
-    let mut h = Harness::with(TreeConfig { skip_acl: true, ..TreeConfig::default() });
-    h.write(Request::Create(CreateRequest { path: "/a".into(), data: None, acl: Some(vec![acl_of(0, "digest", "x:y")]), flags: 0 })).unwrap();
+    let mut h = Harness::with(TreeConfig {
+        skip_acl: true,
+        ..TreeConfig::default()
+    });
+    h.write(Request::Create(CreateRequest {
+        path: "/a".into(),
+        data: None,
+        acl: Some(vec![acl_of(0, "digest", "x:y")]),
+        flags: 0,
+    }))
+    .unwrap();
     let applied = h.write_full(set_data("/a", b"", -1));
     assert_eq!(applied.triggers[0].acl, Arc::new(vec![]));
 }
@@ -402,7 +878,13 @@ fn skip_acl_admits_everyone_and_triggers_carry_no_acl() {
 fn snapshots_round_trip_and_reject_garbage() {
     let mut h = Harness::with(extended());
     h.must_create("/a");
-    h.write(Request::Create(CreateRequest { path: "/a/null".into(), data: None, acl: Some(vec![acl_of(31, "ip", "1.2.3.4")]), flags: 2 })).unwrap();
+    h.write(Request::Create(CreateRequest {
+        path: "/a/null".into(),
+        data: None,
+        acl: Some(vec![acl_of(31, "ip", "1.2.3.4")]),
+        flags: 2,
+    }))
+    .unwrap();
     h.create("/eph", 1).unwrap();
     h.write(create_ttl("/ttl", 5, 99)).unwrap();
     let mut bytes = Vec::new();
@@ -412,11 +894,21 @@ fn snapshots_round_trip_and_reject_garbage() {
     decoded.encode_snapshot(&mut again);
     assert_eq!(bytes, again);
     assert_eq!(decoded.last_applied_zxid(), h.zxid);
-    assert_eq!((decoded.node_count(), decoded.ephemeral_count(), decoded.approximate_data_bytes()), (h.tree.node_count(), 1, h.tree.approximate_data_bytes()));
+    assert_eq!(
+        (
+            decoded.node_count(),
+            decoded.ephemeral_count(),
+            decoded.approximate_data_bytes()
+        ),
+        (h.tree.node_count(), 1, h.tree.approximate_data_bytes())
+    );
     assert_eq!(decoded.session(h.session), h.tree.session(h.session));
     assert_eq!(decoded.reap_candidates(i64::MAX, 5), ["/ttl"]);
     for cut in 0..bytes.len() {
-        assert!(DataTree::decode_snapshot(&bytes[..cut], extended()).is_err(), "truncated at {cut}");
+        assert!(
+            DataTree::decode_snapshot(&bytes[..cut], extended()).is_err(),
+            "truncated at {cut}"
+        );
     }
     for index in 0..bytes.len() {
         let mut corrupt = bytes.clone();
@@ -431,16 +923,30 @@ fn snapshots_round_trip_and_reject_garbage() {
 #[test]
 fn commands_round_trip_and_reject_garbage() {
     let commands = [
-        CommandOp::CreateSession { timeout_ms: 30_000, password: vec![1; 16] },
+        CommandOp::CreateSession {
+            timeout_ms: 30_000,
+            password: vec![1; 16],
+        },
         CommandOp::CloseSession,
         CommandOp::Reap { path: "/c".into() },
         CommandOp::Write {
-            request: Request::Multi(vec![create_request("/a", b"x", 3), Request::Delete(DeleteRequest { path: "/b".into(), version: 2 })]),
+            request: Request::Multi(vec![
+                create_request("/a", b"x", 3),
+                Request::Delete(DeleteRequest {
+                    path: "/b".into(),
+                    version: 2,
+                }),
+            ]),
             identities: vec![Id::new("ip", "::1"), Id::new("super", "")],
         },
     ];
     for op in commands {
-        let command = Command { session_id: -5, cxid: 9, time_ms: 123, op };
+        let command = Command {
+            session_id: -5,
+            cxid: 9,
+            time_ms: 123,
+            op,
+        };
         let bytes = command.encode();
         assert_eq!(Command::decode(&bytes), Ok(command));
         for cut in 0..bytes.len() {
@@ -469,6 +975,10 @@ fn a_clone_is_a_frozen_snapshot_that_can_cross_threads() {
     h.write(set_data("/n1", b"changed", -1)).unwrap();
     h.write(delete("/n2", -1)).unwrap();
     h.must_create("/later");
-    assert_eq!(writer.join().unwrap(), expected, "later applies do not leak into the frozen clone");
+    assert_eq!(
+        writer.join().unwrap(),
+        expected,
+        "later applies do not leak into the frozen clone"
+    );
     assert_eq!(h.tree.node_count(), 4 + 2_000);
 }

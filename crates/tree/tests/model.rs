@@ -53,11 +53,26 @@ fn parent(path: &str) -> String {
 }
 
 fn world(perms: i32) -> Acl {
-    Acl { perms, id: Id::new("world", "anyone") }
+    Acl {
+        perms,
+        id: Id::new("world", "anyone"),
+    }
 }
 
 fn fresh(acl: Vec<Acl>) -> ModelNode {
-    ModelNode { data: Some(vec![]), acl, kind: Kind::Persistent, czxid: 0, mzxid: 0, ctime: 0, mtime: 0, version: 0, aversion: 0, creations: 0, pzxid: 0 }
+    ModelNode {
+        data: Some(vec![]),
+        acl,
+        kind: Kind::Persistent,
+        czxid: 0,
+        mzxid: 0,
+        ctime: 0,
+        mtime: 0,
+        version: 0,
+        aversion: 0,
+        creations: 0,
+        pzxid: 0,
+    }
 }
 
 /// Everything the model needs to know about one applied command.
@@ -71,11 +86,19 @@ struct Ctx<'a> {
 fn permitted(acl: &[Acl], ids: &[Id], perm: i32) -> bool {
     acl.is_empty()
         || ids.iter().any(|id| id.scheme == "super")
-        || acl.iter().any(|a| a.perms & perm != 0 && ((a.id.scheme == "world" && a.id.id == "anyone") || ids.contains(&a.id)))
+        || acl.iter().any(|a| {
+            a.perms & perm != 0
+                && ((a.id.scheme == "world" && a.id.id == "anyone") || ids.contains(&a.id))
+        })
 }
 
 fn simple_valid(path: &str) -> bool {
-    path == "/" || (path.starts_with('/') && !path.ends_with('/') && path[1..].split('/').all(|s| !s.is_empty() && s != "." && s != ".."))
+    path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..]
+                .split('/')
+                .all(|s| !s.is_empty() && s != "." && s != ".."))
 }
 
 impl Model {
@@ -84,13 +107,27 @@ impl Model {
         for path in ["/", "/zookeeper", "/zookeeper/quota"] {
             nodes.insert(path.to_owned(), fresh(vec![world(perms::ALL)]));
         }
-        nodes.insert("/zookeeper/config".into(), ModelNode { aversion: -1, ..fresh(vec![world(perms::READ)]) });
-        Model { nodes, sessions: BTreeSet::new(), triggers: vec![] }
+        nodes.insert(
+            "/zookeeper/config".into(),
+            ModelNode {
+                aversion: -1,
+                ..fresh(vec![world(perms::READ)])
+            },
+        );
+        Model {
+            nodes,
+            sessions: BTreeSet::new(),
+            triggers: vec![],
+        }
     }
 
     fn children(&self, path: &str) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.nodes.keys().filter(|p| *p != "/" && parent(p) == path).map(|p| p.rsplit('/').next().unwrap().to_owned()).collect();
+        let mut names: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|p| *p != "/" && parent(p) == path)
+            .map(|p| p.rsplit('/').next().unwrap().to_owned())
+            .collect();
         names.sort();
         names
     }
@@ -106,7 +143,11 @@ impl Model {
             version: n.version,
             cversion: n.creations.wrapping_mul(2).wrapping_sub(num_children),
             aversion: n.aversion,
-            ephemeral_owner: if let Kind::Ephemeral(s) = n.kind { s } else { 0 },
+            ephemeral_owner: if let Kind::Ephemeral(s) = n.kind {
+                s
+            } else {
+                0
+            },
             data_length: n.data.as_ref().map_or(0, |d| d.len() as i32),
             num_children,
             pzxid: n.pzxid,
@@ -114,7 +155,10 @@ impl Model {
     }
 
     fn fix_acl(acl: &Option<Vec<Acl>>, ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
-        let acl = acl.clone().filter(|a| !a.is_empty()).ok_or(ErrorCode::InvalidAcl)?;
+        let acl = acl
+            .clone()
+            .filter(|a| !a.is_empty())
+            .ok_or(ErrorCode::InvalidAcl)?;
         let mut out = vec![];
         for entry in acl {
             if entry.id.scheme == "auth" {
@@ -122,7 +166,10 @@ impl Model {
                 if digests.is_empty() {
                     return Err(ErrorCode::InvalidAcl);
                 }
-                out.extend(digests.into_iter().map(|id| Acl { perms: entry.perms, id: id.clone() }));
+                out.extend(digests.into_iter().map(|id| Acl {
+                    perms: entry.perms,
+                    id: id.clone(),
+                }));
             } else if !out.contains(&entry) {
                 out.push(entry);
             }
@@ -156,7 +203,11 @@ impl Model {
         if !permitted(&p.acl, c.ids, perms::CREATE) {
             return Err(ErrorCode::NoAuth);
         }
-        let path = if [2, 3, 6].contains(&r.flags) { format!("{}{:010}", r.path, p.creations) } else { r.path.clone() };
+        let path = if [2, 3, 6].contains(&r.flags) {
+            format!("{}{:010}", r.path, p.creations)
+        } else {
+            r.path.clone()
+        };
         if !simple_valid(&path) {
             return Err(ErrorCode::BadArguments);
         }
@@ -189,8 +240,10 @@ impl Model {
         p.creations = p.creations.wrapping_add(1);
         p.pzxid = c.zxid;
         self.nodes.insert(path.clone(), node);
-        self.triggers.push((Table::Data, path.clone(), EventType::NodeCreated));
-        self.triggers.push((Table::Child, parent_path, EventType::NodeChildrenChanged));
+        self.triggers
+            .push((Table::Data, path.clone(), EventType::NodeCreated));
+        self.triggers
+            .push((Table::Child, parent_path, EventType::NodeChildrenChanged));
         Ok(path)
     }
 
@@ -198,14 +251,20 @@ impl Model {
         self.nodes.remove(path);
         let parent_path = parent(path);
         self.nodes.get_mut(&parent_path).unwrap().pzxid = c.zxid;
-        self.triggers.push((Table::Data, path.into(), EventType::NodeDeleted));
-        self.triggers.push((Table::Child, path.into(), EventType::NodeDeleted));
-        self.triggers.push((Table::Child, parent_path, EventType::NodeChildrenChanged));
+        self.triggers
+            .push((Table::Data, path.into(), EventType::NodeDeleted));
+        self.triggers
+            .push((Table::Child, path.into(), EventType::NodeDeleted));
+        self.triggers
+            .push((Table::Child, parent_path, EventType::NodeChildrenChanged));
     }
 
     fn delete(&mut self, c: &Ctx, r: &DeleteRequest) -> Result<(), ErrorCode> {
         self.live(c)?;
-        if !r.path.contains('/') || ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"].contains(&r.path.as_str()) {
+        if !r.path.contains('/')
+            || ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"]
+                .contains(&r.path.as_str())
+        {
             return Err(ErrorCode::BadArguments);
         }
         let p = self.nodes.get(&parent(&r.path)).ok_or(ErrorCode::NoNode)?;
@@ -246,7 +305,8 @@ impl Model {
         n.version = n.version.wrapping_add(1);
         n.mzxid = c.zxid;
         n.mtime = c.time;
-        self.triggers.push((Table::Data, r.path.clone(), EventType::NodeDataChanged));
+        self.triggers
+            .push((Table::Data, r.path.clone(), EventType::NodeDataChanged));
         Ok(self.stat(&r.path))
     }
 
@@ -270,17 +330,34 @@ impl Model {
     }
 
     fn op(&mut self, c: &Ctx, request: &Request) -> Result<Response, ErrorCode> {
-        let as_ttl = |r: &CreateRequest| CreateTtlRequest { path: r.path.clone(), data: r.data.clone(), acl: r.acl.clone(), flags: r.flags, ttl: -1 };
+        let as_ttl = |r: &CreateRequest| CreateTtlRequest {
+            path: r.path.clone(),
+            data: r.data.clone(),
+            acl: r.acl.clone(),
+            flags: r.flags,
+            ttl: -1,
+        };
         let create2 = |m: &mut Model, r: &CreateTtlRequest| {
-            m.create(c, r).map(|path| Response::Create2(Create2Response { stat: m.stat(&path), path }))
+            m.create(c, r).map(|path| {
+                Response::Create2(Create2Response {
+                    stat: m.stat(&path),
+                    path,
+                })
+            })
         };
         match request {
-            Request::Create(r) => self.create(c, &as_ttl(r)).map(|path| Response::Create(CreateResponse { path })),
+            Request::Create(r) => self
+                .create(c, &as_ttl(r))
+                .map(|path| Response::Create(CreateResponse { path })),
             Request::Create2(r) | Request::CreateContainer(r) => create2(self, &as_ttl(r)),
             Request::CreateTtl(r) => create2(self, r),
             Request::Delete(r) => self.delete(c, r).map(|()| Response::Empty),
-            Request::SetData(r) => self.set_data(c, r).map(|stat| Response::Stat(StatResponse { stat })),
-            Request::SetAcl(r) => self.set_acl(c, r).map(|stat| Response::Stat(StatResponse { stat })),
+            Request::SetData(r) => self
+                .set_data(c, r)
+                .map(|stat| Response::Stat(StatResponse { stat })),
+            Request::SetAcl(r) => self
+                .set_acl(c, r)
+                .map(|stat| Response::Stat(StatResponse { stat })),
             Request::Check(r) => {
                 let n = self.existing(c, &r.path, perms::READ)?;
                 if r.version != -1 && r.version != n.version {
@@ -297,13 +374,18 @@ impl Model {
                         Ok(Response::Create(r)) => results.push(MultiResult::Create(r)),
                         Ok(Response::Create2(r)) => results.push(MultiResult::Create2(r)),
                         Ok(Response::Stat(r)) => results.push(MultiResult::SetData(r)),
-                        Ok(_) if matches!(op, Request::Check(_)) => results.push(MultiResult::Check),
+                        Ok(_) if matches!(op, Request::Check(_)) => {
+                            results.push(MultiResult::Check)
+                        }
                         Ok(_) => results.push(MultiResult::Delete),
                         Err(code) => {
                             *self = saved;
                             let mut failed = vec![MultiResult::Error(ErrorCode::Ok); i];
                             failed.push(MultiResult::Error(code));
-                            failed.resize(ops.len(), MultiResult::Error(ErrorCode::RuntimeInconsistency));
+                            failed.resize(
+                                ops.len(),
+                                MultiResult::Error(ErrorCode::RuntimeInconsistency),
+                            );
                             return Ok(Response::Multi(failed));
                         }
                     }
@@ -320,16 +402,32 @@ impl Model {
             CommandOp::Write { identities, .. } => identities,
             _ => &[],
         };
-        let c = Ctx { zxid, time: command.time_ms, session: command.session_id, ids };
+        let c = Ctx {
+            zxid,
+            time: command.time_ms,
+            session: command.session_id,
+            ids,
+        };
         match &command.op {
-            CommandOp::CreateSession { timeout_ms, password } => {
+            CommandOp::CreateSession {
+                timeout_ms,
+                password,
+            } => {
                 let session_id = (1 << 56) | zxid;
                 self.sessions.insert(session_id);
-                Outcome::SessionCreated { session_id, timeout_ms: *timeout_ms, password: password.clone() }
+                Outcome::SessionCreated {
+                    session_id,
+                    timeout_ms: *timeout_ms,
+                    password: password.clone(),
+                }
             }
             CommandOp::CloseSession => {
-                let owned: Vec<String> =
-                    self.nodes.iter().filter(|(_, n)| n.kind == Kind::Ephemeral(c.session)).map(|(p, _)| p.clone()).collect();
+                let owned: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .filter(|(_, n)| n.kind == Kind::Ephemeral(c.session))
+                    .map(|(p, _)| p.clone())
+                    .collect();
                 for path in owned {
                     self.remove(&c, &path);
                 }
@@ -342,13 +440,18 @@ impl Model {
                 }
                 Outcome::Reaped
             }
-            CommandOp::Write { request: Request::Check(_), .. } => Outcome::Reply(Err(ErrorCode::Unimplemented)),
+            CommandOp::Write {
+                request: Request::Check(_),
+                ..
+            } => Outcome::Reply(Err(ErrorCode::Unimplemented)),
             CommandOp::Write { request, .. } => Outcome::Reply(self.op(&c, request)),
         }
     }
 
     fn reapable(&self, path: &str, now: i64, config: &TreeConfig) -> bool {
-        let Some(n) = self.nodes.get(path) else { return false };
+        let Some(n) = self.nodes.get(path) else {
+            return false;
+        };
         let idle = now - n.mtime;
         self.children(path).is_empty()
             && match n.kind {
@@ -364,7 +467,19 @@ struct Generator {
     sessions: Vec<i64>,
 }
 
-const PATHS: &[&str] = &["/a", "/a/b", "/a/b/c", "/b", "/b/x", "/c", "/a/", "a", "/a/./d", "/zookeeper", "/zookeeper/config"];
+const PATHS: &[&str] = &[
+    "/a",
+    "/a/b",
+    "/a/b/c",
+    "/b",
+    "/b/x",
+    "/c",
+    "/a/",
+    "a",
+    "/a/./d",
+    "/zookeeper",
+    "/zookeeper/config",
+];
 
 impl Generator {
     fn pick<T: Clone>(&mut self, items: &[T]) -> T {
@@ -376,8 +491,14 @@ impl Generator {
         match self.rng.gen_range(0..12) {
             0 => None,
             1 => Some(vec![]),
-            2 => Some(vec![Acl { perms: perms::ALL, id: Id::new("auth", "") }]),
-            3 => Some(vec![Acl { perms: perms::ALL, id: bob }]),
+            2 => Some(vec![Acl {
+                perms: perms::ALL,
+                id: Id::new("auth", ""),
+            }]),
+            3 => Some(vec![Acl {
+                perms: perms::ALL,
+                id: bob,
+            }]),
             4 => Some(vec![world(perms::READ | perms::CREATE)]),
             5 => Some(vec![world(perms::ALL), world(perms::ALL)]),
             _ => Some(vec![world(perms::ALL)]),
@@ -407,41 +528,89 @@ impl Generator {
                 let flags = self.pick(&[0, 0, 1, 2, 3, 4, 5, 6, 9]);
                 let (data, acl) = (self.data(), self.acl());
                 let ttl = self.pick(&[-1, -1, 0, 50, 1500]);
-                let r = CreateRequest { path: path.clone(), data: data.clone(), acl: acl.clone(), flags };
+                let r = CreateRequest {
+                    path: path.clone(),
+                    data: data.clone(),
+                    acl: acl.clone(),
+                    flags,
+                };
                 match self.rng.gen_range(0..4) {
                     0 => Request::Create(r),
                     1 => Request::Create2(r),
                     2 => Request::CreateContainer(r),
-                    _ => Request::CreateTtl(CreateTtlRequest { path, data, acl, flags, ttl }),
+                    _ => Request::CreateTtl(CreateTtlRequest {
+                        path,
+                        data,
+                        acl,
+                        flags,
+                        ttl,
+                    }),
                 }
             }
-            4..=5 => Request::Delete(DeleteRequest { path, version: self.version() }),
-            6..=7 => Request::SetData(SetDataRequest { path, data: self.data(), version: self.version() }),
-            8 => Request::SetAcl(SetAclRequest { path, acl: self.acl(), version: self.version() }),
-            _ => Request::Check(CheckVersionRequest { path, version: self.version() }),
+            4..=5 => Request::Delete(DeleteRequest {
+                path,
+                version: self.version(),
+            }),
+            6..=7 => Request::SetData(SetDataRequest {
+                path,
+                data: self.data(),
+                version: self.version(),
+            }),
+            8 => Request::SetAcl(SetAclRequest {
+                path,
+                acl: self.acl(),
+                version: self.version(),
+            }),
+            _ => Request::Check(CheckVersionRequest {
+                path,
+                version: self.version(),
+            }),
         }
     }
 
     fn command(&mut self, time_ms: i64) -> Command {
-        let session_id = if self.sessions.is_empty() || self.rng.gen_bool(0.03) { 424242 } else { self.pick(&self.sessions.clone()) };
+        let session_id = if self.sessions.is_empty() || self.rng.gen_bool(0.03) {
+            424242
+        } else {
+            self.pick(&self.sessions.clone())
+        };
         let identities = match self.rng.gen_range(0..6) {
             0 => vec![Id::new("ip", "127.0.0.1"), Id::new("digest", "bob:hash")],
             1 => vec![Id::new("super", "")],
             _ => vec![Id::new("ip", "127.0.0.1")],
         };
         let op = match self.rng.gen_range(0..40) {
-            0..=1 => CommandOp::CreateSession { timeout_ms: 5000, password: vec![1; 16] },
+            0..=1 => CommandOp::CreateSession {
+                timeout_ms: 5000,
+                password: vec![1; 16],
+            },
             2 => CommandOp::CloseSession,
-            3..=4 => CommandOp::Reap { path: self.pick(PATHS).to_owned() },
+            3..=4 => CommandOp::Reap {
+                path: self.pick(PATHS).to_owned(),
+            },
             5..=9 => {
                 let count = self.rng.gen_range(0..4);
                 // setACL is not a multi op (the decoder refuses it); check stands in for it.
-                let ops = (0..count).map(|_| self.write_op()).filter(|op| !matches!(op, Request::SetAcl(_))).collect();
-                CommandOp::Write { request: Request::Multi(ops), identities }
+                let ops = (0..count)
+                    .map(|_| self.write_op())
+                    .filter(|op| !matches!(op, Request::SetAcl(_)))
+                    .collect();
+                CommandOp::Write {
+                    request: Request::Multi(ops),
+                    identities,
+                }
             }
-            _ => CommandOp::Write { request: self.write_op(), identities },
+            _ => CommandOp::Write {
+                request: self.write_op(),
+                identities,
+            },
         };
-        Command { session_id, cxid: 1, time_ms, op }
+        Command {
+            session_id,
+            cxid: 1,
+            time_ms,
+            op,
+        }
     }
 }
 
@@ -452,23 +621,38 @@ fn snapshot(tree: &DataTree) -> Vec<u8> {
 }
 
 fn assert_same_state(tree: &DataTree, model: &Model, context: &str) {
-    assert_eq!(tree.node_count(), model.nodes.len(), "{context}: node count");
+    assert_eq!(
+        tree.node_count(),
+        model.nodes.len(),
+        "{context}: node count"
+    );
     for (path, node) in &model.nodes {
         let expected = (node.data.clone(), model.stat(path), model.children(path));
         assert_eq!(tree.node(path), Some(expected), "{context}: {path}");
     }
     let sessions: BTreeSet<i64> = tree.sessions().map(|(id, _)| id).collect();
     assert_eq!(sessions, model.sessions, "{context}: sessions");
-    let ephemerals = model.nodes.values().filter(|n| matches!(n.kind, Kind::Ephemeral(_))).count();
+    let ephemerals = model
+        .nodes
+        .values()
+        .filter(|n| matches!(n.kind, Kind::Ephemeral(_)))
+        .count();
     assert_eq!(tree.ephemeral_count(), ephemerals, "{context}: ephemerals");
 }
 
 fn run(seed: u64) {
-    let config = TreeConfig { extended_types_enabled: true, container_never_used_ms: 3_000, ..TreeConfig::default() };
+    let config = TreeConfig {
+        extended_types_enabled: true,
+        container_never_used_ms: 3_000,
+        ..TreeConfig::default()
+    };
     let mut tree = DataTree::new(config.clone());
     let mut twin = DataTree::new(config.clone());
     let mut model = Model::new();
-    let mut generator = Generator { rng: StdRng::seed_from_u64(seed), sessions: vec![] };
+    let mut generator = Generator {
+        rng: StdRng::seed_from_u64(seed),
+        sessions: vec![],
+    };
     let mut time_ms = 1_000_000;
     for step in 1..=STEPS {
         let zxid = step as i64;
@@ -478,25 +662,44 @@ fn run(seed: u64) {
         let expected = model.apply(zxid, &command, &config);
         let applied = tree.apply(zxid, &command);
         assert_eq!(applied.outcome, expected, "{context}");
-        let triggers: Vec<_> = applied.triggers.iter().map(|t| (t.table, t.path.clone(), t.event)).collect();
+        let triggers: Vec<_> = applied
+            .triggers
+            .iter()
+            .map(|t| (t.table, t.path.clone(), t.event))
+            .collect();
         assert_eq!(triggers, model.triggers, "{context}: triggers");
-        twin.apply(zxid, &Command::decode(&command.encode()).expect("commands round-trip"));
+        twin.apply(
+            zxid,
+            &Command::decode(&command.encode()).expect("commands round-trip"),
+        );
         if let Outcome::SessionCreated { session_id, .. } = applied.outcome {
             generator.sessions.push(session_id);
         }
         assert_same_state(&tree, &model, &context);
         for path in tree.reap_candidates(time_ms, usize::MAX) {
-            assert!(model.reapable(&path, time_ms, &config), "{context}: {path} is no reap candidate");
+            assert!(
+                model.reapable(&path, time_ms, &config),
+                "{context}: {path} is no reap candidate"
+            );
         }
         if generator.rng.gen_bool(0.05) {
             let bytes = snapshot(&tree);
-            let decoded = DataTree::decode_snapshot(&bytes, config.clone()).expect("own snapshot decodes");
+            let decoded =
+                DataTree::decode_snapshot(&bytes, config.clone()).expect("own snapshot decodes");
             assert_eq!(snapshot(&decoded), bytes, "{context}: snapshot round trip");
-            assert_eq!(decoded.approximate_data_bytes(), tree.approximate_data_bytes(), "{context}");
+            assert_eq!(
+                decoded.approximate_data_bytes(),
+                tree.approximate_data_bytes(),
+                "{context}"
+            );
             tree = decoded;
         }
     }
-    assert_eq!(snapshot(&twin), snapshot(&tree), "seed {seed}: replicas diverged");
+    assert_eq!(
+        snapshot(&twin),
+        snapshot(&tree),
+        "seed {seed}: replicas diverged"
+    );
 }
 
 #[test]
@@ -509,14 +712,29 @@ fn tree_matches_the_reference_model() {
 /// Inside a multi Apache ZooKeeper picks the create variant from the flags: a TTL flag keeps a
 /// createTTL as it is, a container flag makes createContainer, anything else a plain create.
 fn model_multi_op(op: &Request) -> Request {
-    let plain = |path: &String, data: &Data, acl: &Option<Vec<Acl>>, flags: i32| CreateRequest { path: path.clone(), data: data.clone(), acl: acl.clone(), flags };
+    let plain = |path: &String, data: &Data, acl: &Option<Vec<Acl>>, flags: i32| CreateRequest {
+        path: path.clone(),
+        data: data.clone(),
+        acl: acl.clone(),
+        flags,
+    };
     match op {
         Request::CreateTtl(r) if r.flags == 5 || r.flags == 6 => op.clone(),
-        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) if r.flags == 5 || r.flags == 6 => op.clone(),
-        Request::CreateTtl(r) if r.flags == 4 => Request::CreateContainer(plain(&r.path, &r.data, &r.acl, r.flags)),
-        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) if r.flags == 4 => Request::CreateContainer(r.clone()),
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r)
+            if r.flags == 5 || r.flags == 6 =>
+        {
+            op.clone()
+        }
+        Request::CreateTtl(r) if r.flags == 4 => {
+            Request::CreateContainer(plain(&r.path, &r.data, &r.acl, r.flags))
+        }
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) if r.flags == 4 => {
+            Request::CreateContainer(r.clone())
+        }
         Request::CreateTtl(r) => Request::Create(plain(&r.path, &r.data, &r.acl, r.flags)),
-        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => Request::Create(r.clone()),
+        Request::Create(r) | Request::Create2(r) | Request::CreateContainer(r) => {
+            Request::Create(r.clone())
+        }
         other => other.clone(),
     }
 }

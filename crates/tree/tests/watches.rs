@@ -17,24 +17,42 @@ struct World {
 
 impl World {
     fn new() -> World {
-        World { h: Harness::new(), watches: WatchRegistry::default(), identities: vec![Id::new("ip", "127.0.0.1")] }
+        World {
+            h: Harness::new(),
+            watches: WatchRegistry::default(),
+            identities: vec![Id::new("ip", "127.0.0.1")],
+        }
     }
 
     /// Applies a write and returns (connection, event type, path) for every notification.
     fn write(&mut self, request: Request) -> Vec<(ConnectionId, EventType, String)> {
-        let applied = self.h.write_as(self.h.session, vec![Id::new("super", "")], request);
+        let applied = self
+            .h
+            .write_as(self.h.session, vec![Id::new("super", "")], request);
         let ids = self.identities.clone();
-        let events = self.watches.fire(&applied.triggers, |connection| (connection != 99).then_some(ids.as_slice()));
-        events.into_iter().map(|(c, e)| (c, EventType::from_i32(e.event_type).unwrap(), e.path)).collect()
+        let events = self.watches.fire(&applied.triggers, |connection| {
+            (connection != 99).then_some(ids.as_slice())
+        });
+        events
+            .into_iter()
+            .map(|(c, e)| (c, EventType::from_i32(e.event_type).unwrap(), e.path))
+            .collect()
     }
 }
 
 fn set_data(path: &str) -> Request {
-    Request::SetData(SetDataRequest { path: path.into(), data: None, version: -1 })
+    Request::SetData(SetDataRequest {
+        path: path.into(),
+        data: None,
+        version: -1,
+    })
 }
 
 fn delete(path: &str) -> Request {
-    Request::Delete(DeleteRequest { path: path.into(), version: -1 })
+    Request::Delete(DeleteRequest {
+        path: path.into(),
+        version: -1,
+    })
 }
 
 fn ev(connection: ConnectionId, event: EventType, path: &str) -> (ConnectionId, EventType, String) {
@@ -46,9 +64,22 @@ fn standard_watches_fire_once() {
     let mut w = World::new();
     w.watches.add(A, "/a", WatchKind::Data);
     w.watches.add(B, "/", WatchKind::Child);
-    assert_eq!(w.write(create_request("/a", b"", 0)), [ev(A, EventType::NodeCreated, "/a"), ev(B, EventType::NodeChildrenChanged, "/")]);
+    assert_eq!(
+        w.write(create_request("/a", b"", 0)),
+        [
+            ev(A, EventType::NodeCreated, "/a"),
+            ev(B, EventType::NodeChildrenChanged, "/")
+        ]
+    );
     assert_eq!(w.write(set_data("/a")), []);
-    assert_eq!(w.watches.summary(), WatchSummary { connections: 0, paths: 0, watches: 0 });
+    assert_eq!(
+        w.watches.summary(),
+        WatchSummary {
+            connections: 0,
+            paths: 0,
+            watches: 0
+        }
+    );
 }
 
 #[test]
@@ -60,8 +91,18 @@ fn delete_notifies_each_connection_once_then_the_parent() {
     w.watches.add(B, "/a", WatchKind::Child);
     w.watches.add(B, "/", WatchKind::Child);
     let events = w.write(delete("/a"));
-    assert_eq!(events, [ev(A, EventType::NodeDeleted, "/a"), ev(B, EventType::NodeDeleted, "/a"), ev(B, EventType::NodeChildrenChanged, "/")]);
-    assert!(!w.watches.contains(A, "/a", WatcherType::Children), "suppressed entries are still consumed");
+    assert_eq!(
+        events,
+        [
+            ev(A, EventType::NodeDeleted, "/a"),
+            ev(B, EventType::NodeDeleted, "/a"),
+            ev(B, EventType::NodeChildrenChanged, "/")
+        ]
+    );
+    assert!(
+        !w.watches.contains(A, "/a", WatcherType::Children),
+        "suppressed entries are still consumed"
+    );
 }
 
 #[test]
@@ -70,12 +111,43 @@ fn persistent_and_recursive_watches_differ_as_documented() {
     w.write(create_request("/a", b"", 0));
     w.watches.add(A, "/a", WatchKind::Persistent);
     w.watches.add(B, "/a", WatchKind::PersistentRecursive);
-    assert_eq!(w.write(create_request("/a/b", b"", 0)), [ev(B, EventType::NodeCreated, "/a/b"), ev(A, EventType::NodeChildrenChanged, "/a")]);
-    assert_eq!(w.write(set_data("/a/b")), [ev(B, EventType::NodeDataChanged, "/a/b")]);
-    assert_eq!(w.write(set_data("/a")), [ev(A, EventType::NodeDataChanged, "/a"), ev(B, EventType::NodeDataChanged, "/a")]);
-    assert_eq!(w.write(delete("/a/b")), [ev(B, EventType::NodeDeleted, "/a/b"), ev(A, EventType::NodeChildrenChanged, "/a")]);
-    assert_eq!(w.write(delete("/a")), [ev(A, EventType::NodeDeleted, "/a"), ev(B, EventType::NodeDeleted, "/a")]);
-    assert_eq!(w.write(create_request("/a", b"", 0)).len(), 2, "persistent watches survive deletion");
+    assert_eq!(
+        w.write(create_request("/a/b", b"", 0)),
+        [
+            ev(B, EventType::NodeCreated, "/a/b"),
+            ev(A, EventType::NodeChildrenChanged, "/a")
+        ]
+    );
+    assert_eq!(
+        w.write(set_data("/a/b")),
+        [ev(B, EventType::NodeDataChanged, "/a/b")]
+    );
+    assert_eq!(
+        w.write(set_data("/a")),
+        [
+            ev(A, EventType::NodeDataChanged, "/a"),
+            ev(B, EventType::NodeDataChanged, "/a")
+        ]
+    );
+    assert_eq!(
+        w.write(delete("/a/b")),
+        [
+            ev(B, EventType::NodeDeleted, "/a/b"),
+            ev(A, EventType::NodeChildrenChanged, "/a")
+        ]
+    );
+    assert_eq!(
+        w.write(delete("/a")),
+        [
+            ev(A, EventType::NodeDeleted, "/a"),
+            ev(B, EventType::NodeDeleted, "/a")
+        ]
+    );
+    assert_eq!(
+        w.write(create_request("/a", b"", 0)).len(),
+        2,
+        "persistent watches survive deletion"
+    );
 }
 
 #[test]
@@ -85,7 +157,10 @@ fn one_event_per_connection_per_trigger() {
     w.watches.add(A, "/a", WatchKind::Data);
     w.watches.add(A, "/a", WatchKind::Persistent);
     w.watches.add(A, "/", WatchKind::PersistentRecursive);
-    assert_eq!(w.write(set_data("/a")), [ev(A, EventType::NodeDataChanged, "/a")]);
+    assert_eq!(
+        w.write(set_data("/a")),
+        [ev(A, EventType::NodeDataChanged, "/a")]
+    );
     assert!(!w.watches.contains(A, "/a", WatcherType::Data));
     assert!(w.watches.contains(A, "/a", WatcherType::Persistent));
 }
@@ -93,15 +168,27 @@ fn one_event_per_connection_per_trigger() {
 #[test]
 fn events_are_filtered_by_read_acl_and_entries_still_consumed() {
     let mut w = World::new();
-    let private = Request::Create(CreateRequest { path: "/p".into(), data: None, acl: Some(vec![acl_of(ALL, "digest", "bob:h")]), flags: 0 });
+    let private = Request::Create(CreateRequest {
+        path: "/p".into(),
+        data: None,
+        acl: Some(vec![acl_of(ALL, "digest", "bob:h")]),
+        flags: 0,
+    });
     w.watches.add(A, "/p", WatchKind::Data);
     w.watches.add(99, "/", WatchKind::Child);
-    assert_eq!(w.write(private), [], "A lacks READ on /p; connection 99 is gone");
+    assert_eq!(
+        w.write(private),
+        [],
+        "A lacks READ on /p; connection 99 is gone"
+    );
     assert!(!w.watches.contains(A, "/p", WatcherType::Data));
     assert!(!w.watches.contains(99, "/", WatcherType::Children));
     w.identities.push(Id::new("super", ""));
     w.watches.add(A, "/p", WatchKind::Data);
-    assert_eq!(w.write(set_data("/p")), [ev(A, EventType::NodeDataChanged, "/p")]);
+    assert_eq!(
+        w.write(set_data("/p")),
+        [ev(A, EventType::NodeDataChanged, "/p")]
+    );
 }
 
 #[test]
@@ -119,12 +206,32 @@ fn remove_and_check_follow_watcher_types() {
     assert!(w.contains(A, "/x", WatcherType::Data));
     assert!(!w.contains(A, "/y", WatcherType::Persistent));
     assert!(w.contains(A, "/y", WatcherType::PersistentRecursive));
-    assert_eq!(w.summary(), WatchSummary { connections: 1, paths: 2, watches: 2 });
-    assert_eq!(w.paths_by_connection(), [(A, vec!["/x".to_owned(), "/y".to_owned()])]);
-    assert_eq!(w.connections_by_path(), [("/x".to_owned(), vec![A]), ("/y".to_owned(), vec![A])]);
+    assert_eq!(
+        w.summary(),
+        WatchSummary {
+            connections: 1,
+            paths: 2,
+            watches: 2
+        }
+    );
+    assert_eq!(
+        w.paths_by_connection(),
+        [(A, vec!["/x".to_owned(), "/y".to_owned()])]
+    );
+    assert_eq!(
+        w.connections_by_path(),
+        [("/x".to_owned(), vec![A]), ("/y".to_owned(), vec![A])]
+    );
     assert!(w.remove(A, "/y", WatcherType::Any));
     w.drop_connection(A);
-    assert_eq!(w.summary(), WatchSummary { connections: 0, paths: 0, watches: 0 });
+    assert_eq!(
+        w.summary(),
+        WatchSummary {
+            connections: 0,
+            paths: 0,
+            watches: 0
+        }
+    );
 }
 
 #[test]
@@ -143,7 +250,10 @@ fn set_watches_catches_up_then_registers() {
         persistent_recursive: vec!["/r".into()],
     };
     let events = w.watches.set_watches(&w.h.tree, A, relative, lists);
-    let events: Vec<_> = events.into_iter().map(|e| (EventType::from_i32(e.event_type).unwrap(), e.path)).collect();
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|e| (EventType::from_i32(e.event_type).unwrap(), e.path))
+        .collect();
     let expected = [
         (EventType::NodeDataChanged, "/changed"),
         (EventType::NodeDeleted, "/gone"),
@@ -156,6 +266,11 @@ fn set_watches_catches_up_then_registers() {
     assert!(w.watches.contains(A, "/later", WatcherType::Data));
     assert!(w.watches.contains(A, "/old", WatcherType::Children));
     assert!(w.watches.contains(A, "/p", WatcherType::Persistent));
-    assert!(w.watches.contains(A, "/r", WatcherType::PersistentRecursive));
-    assert_eq!(w.write(create_request("/later", b"", 0)), [ev(A, EventType::NodeCreated, "/later")]);
+    assert!(w
+        .watches
+        .contains(A, "/r", WatcherType::PersistentRecursive));
+    assert_eq!(
+        w.write(create_request("/later", b"", 0)),
+        [ev(A, EventType::NodeCreated, "/later")]
+    );
 }

@@ -19,7 +19,11 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("--version" | "version") => {
-            println!("zoolog {} (ZooKeeper {} wire protocol)", env!("CARGO_PKG_VERSION"), zoolog_server::four_letter::ZOOKEEPER_VERSION);
+            println!(
+                "zoolog {} (ZooKeeper {} wire protocol)",
+                env!("CARGO_PKG_VERSION"),
+                zoolog_server::four_letter::ZOOKEEPER_VERSION
+            );
             ExitCode::SUCCESS
         }
         Some("-h" | "--help" | "help") => {
@@ -43,7 +47,10 @@ fn serve(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("zoolog: cannot start the runtime: {error}");
@@ -60,7 +67,12 @@ fn serve(args: &[String]) -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(colour).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour)
+        .with_writer(std::io::stderr)
+        .init();
 }

@@ -18,11 +18,19 @@ pub fn open() -> Vec<Acl> {
 }
 
 pub fn create_request(path: &str, data: &[u8], flags: i32) -> Request {
-    Request::Create(CreateRequest { path: path.into(), data: Some(data.to_vec()), acl: Some(open()), flags })
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(data.to_vec()),
+        acl: Some(open()),
+        flags,
+    })
 }
 
 pub fn acl_of(perms: i32, scheme: &str, id: &str) -> Acl {
-    Acl { perms, id: Id::new(scheme, id) }
+    Acl {
+        perms,
+        id: Id::new(scheme, id),
+    }
 }
 
 pub const ALL: i32 = perms::ALL;
@@ -33,8 +41,13 @@ impl Harness {
     }
 
     pub fn with(config: TreeConfig) -> Harness {
-        let mut harness =
-            Harness { tree: DataTree::new(config), zxid: 0, session: 0, time_ms: 1_000, identities: vec![Id::new("ip", "127.0.0.1")] };
+        let mut harness = Harness {
+            tree: DataTree::new(config),
+            zxid: 0,
+            session: 0,
+            time_ms: 1_000,
+            identities: vec![Id::new("ip", "127.0.0.1")],
+        };
         harness.session = harness.new_session();
         harness
     }
@@ -42,19 +55,39 @@ impl Harness {
     pub fn apply_op(&mut self, session_id: i64, op: CommandOp) -> Applied {
         self.zxid += 1;
         self.time_ms += 10;
-        let command = Command { session_id, cxid: 1, time_ms: self.time_ms, op };
+        let command = Command {
+            session_id,
+            cxid: 1,
+            time_ms: self.time_ms,
+            op,
+        };
         self.tree.apply(self.zxid, &command)
     }
 
     pub fn new_session(&mut self) -> i64 {
-        match self.apply_op(0, CommandOp::CreateSession { timeout_ms: 10_000, password: vec![7; 16] }).outcome {
+        match self
+            .apply_op(
+                0,
+                CommandOp::CreateSession {
+                    timeout_ms: 10_000,
+                    password: vec![7; 16],
+                },
+            )
+            .outcome
+        {
             Outcome::SessionCreated { session_id, .. } => session_id,
             other => panic!("{other:?}"),
         }
     }
 
     pub fn write_as(&mut self, session: i64, identities: Vec<Id>, request: Request) -> Applied {
-        self.apply_op(session, CommandOp::Write { request, identities })
+        self.apply_op(
+            session,
+            CommandOp::Write {
+                request,
+                identities,
+            },
+        )
     }
 
     pub fn write_full(&mut self, request: Request) -> Applied {
@@ -80,7 +113,9 @@ impl Harness {
     }
 
     pub fn stat(&self, path: &str) -> Stat {
-        self.tree.stat(path).unwrap_or_else(|| panic!("{path} missing"))
+        self.tree
+            .stat(path)
+            .unwrap_or_else(|| panic!("{path} missing"))
     }
 
     pub fn read(&self, request: Request) -> Read {
