@@ -31,12 +31,7 @@ impl ConnectRequest {
         let last_zxid_seen = i64::read_from(reader)?;
         let timeout_ms = i32::read_from(reader)?;
         let session_id = i64::read_from(reader)?;
-        let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-        let read_only = if reader.remaining() > 0 {
-            Some(bool::read_from(reader)?)
-        } else {
-            None
-        };
+        let (password, read_only) = read_credentials_tail(reader)?;
         Ok(ConnectRequest {
             protocol_version,
             last_zxid_seen,
@@ -53,10 +48,7 @@ impl ConnectRequest {
         self.last_zxid_seen.write_to(&mut out);
         self.timeout_ms.write_to(&mut out);
         self.session_id.write_to(&mut out);
-        Some(self.password.clone()).write_to(&mut out);
-        if let Some(read_only) = self.read_only {
-            read_only.write_to(&mut out);
-        }
+        write_credentials_tail(&self.password, self.read_only, &mut out);
         out
     }
 }
@@ -67,10 +59,7 @@ impl ConnectResponse {
         self.protocol_version.write_to(&mut out);
         self.timeout_ms.write_to(&mut out);
         self.session_id.write_to(&mut out);
-        Some(self.password.clone()).write_to(&mut out);
-        if let Some(read_only) = self.read_only {
-            read_only.write_to(&mut out);
-        }
+        write_credentials_tail(&self.password, self.read_only, &mut out);
         out
     }
 
@@ -79,12 +68,7 @@ impl ConnectResponse {
         let protocol_version = i32::read_from(reader)?;
         let timeout_ms = i32::read_from(reader)?;
         let session_id = i64::read_from(reader)?;
-        let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-        let read_only = if reader.remaining() > 0 {
-            Some(bool::read_from(reader)?)
-        } else {
-            None
-        };
+        let (password, read_only) = read_credentials_tail(reader)?;
         Ok(ConnectResponse {
             protocol_version,
             timeout_ms,
@@ -105,4 +89,24 @@ impl ConnectResponse {
             read_only,
         }
     }
+}
+
+/// Both handshake records end with the password and, in the new form only, the readOnly byte.
+fn write_credentials_tail(password: &[u8], read_only: Option<bool>, out: &mut Vec<u8>) {
+    (password.len() as i32).write_to(out);
+    out.extend_from_slice(password);
+    if let Some(read_only) = read_only {
+        read_only.write_to(out);
+    }
+}
+
+/// The readOnly byte is there exactly when the frame goes on after the password.
+fn read_credentials_tail(reader: &mut Reader<'_>) -> Result<(Vec<u8>, Option<bool>), DecodeError> {
+    let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
+    let read_only = if reader.remaining() > 0 {
+        Some(bool::read_from(reader)?)
+    } else {
+        None
+    };
+    Ok((password, read_only))
 }
