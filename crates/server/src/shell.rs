@@ -416,6 +416,7 @@ async fn accept_loop(
         });
         let (outbox, outbox_receiver) = mpsc::unbounded_channel();
         let (handshake_sender, handshake_receiver) = oneshot::channel();
+        let (registered_sender, registered) = oneshot::channel();
         tokio::spawn(write_loop(write_half, outbox_receiver, shared.clone()));
         let reader = tokio::spawn(read_loop(
             read_half,
@@ -423,7 +424,10 @@ async fn accept_loop(
             config.clone(),
             messages.clone(),
             shared.clone(),
-            handshake_receiver,
+            Gates {
+                registered,
+                handshake: handshake_receiver,
+            },
         ));
         let handle = ConnectionHandle {
             outbox,
@@ -442,7 +446,15 @@ async fn accept_loop(
         {
             return;
         }
+        let _ = registered_sender.send(());
     }
+}
+
+/// What a connection's reader waits for: the core knowing the connection before anything it
+/// reads arrives there, and later the session decision.
+struct Gates {
+    registered: oneshot::Receiver<()>,
+    handshake: oneshot::Receiver<bool>,
 }
 
 async fn write_loop(
@@ -495,8 +507,12 @@ async fn read_loop(
     config: Arc<ServerConfig>,
     messages: mpsc::Sender<Message>,
     shared: Arc<Shared>,
-    handshake: oneshot::Receiver<bool>,
+    gates: Gates,
 ) {
+    if gates.registered.await.is_err() {
+        return;
+    }
+    let handshake = gates.handshake;
     let mut reader = FrameReader {
         socket,
         buffer: Vec::new(),

@@ -75,7 +75,7 @@ impl DataTree {
         if request.path.contains('\0') {
             return Read::answer(Err(ErrorCode::BadArguments));
         }
-        let result = match self.nodes.get(&request.path) {
+        let result = match self.nodes.get(read_key(&request.path)) {
             None => Err(ErrorCode::NoNode),
             Some(node) => match self.require(&node.acl, perms::READ, identities) {
                 Err(code) => return Read::answer(Err(code)),
@@ -93,7 +93,7 @@ impl DataTree {
         path: &str,
         identities: &[Id],
     ) -> Result<&crate::node::Node, ErrorCode> {
-        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
+        let node = self.nodes.get(read_key(path)).ok_or(ErrorCode::NoNode)?;
         self.require(&node.acl, perms::READ, identities)?;
         Ok(node)
     }
@@ -117,7 +117,7 @@ impl DataTree {
 
     /// §5.6: READ or ADMIN; digest hashes redacted for callers without ADMIN.
     fn get_acl(&self, path: &str, identities: &[Id]) -> Result<Response, ErrorCode> {
-        let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
+        let node = self.nodes.get(read_key(path)).ok_or(ErrorCode::NoNode)?;
         self.require(&node.acl, perms::READ | perms::ADMIN, identities)?;
         let acl = match self.require(&node.acl, perms::ADMIN, identities) {
             Ok(()) => node.acl.to_vec(),
@@ -132,6 +132,7 @@ impl DataTree {
     /// §5.18: descendants, not counting the node itself.
     fn all_children_number(&self, path: &str, identities: &[Id]) -> Result<Response, ErrorCode> {
         self.readable_node(path, identities)?;
+        let path = read_key(path);
         let descendants = if path == "/" {
             self.nodes.len() as u64 - 1
         } else {
@@ -171,5 +172,15 @@ impl DataTree {
             _ => Err(ErrorCode::MarshallingError),
         };
         result.unwrap_or_else(MultiResult::Error)
+    }
+}
+
+/// Reads of "" find the root, as in Java where the root is stored under "" as well as "/".
+/// A watch set with "" stays on "" (and so never fires), also as in Java.
+fn read_key(path: &str) -> &str {
+    if path.is_empty() {
+        "/"
+    } else {
+        path
     }
 }

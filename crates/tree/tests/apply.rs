@@ -982,3 +982,39 @@ fn a_clone_is_a_frozen_snapshot_that_can_cross_threads() {
     );
     assert_eq!(h.tree.node_count(), 4 + 2_000);
 }
+
+#[test]
+fn reads_of_the_empty_path_find_the_root_as_in_java() {
+    let h = Harness::new();
+    let read = |request| h.read(request).result;
+    let root_stat = h.stat("/");
+    let exists = read(Request::Exists(PathWatchRequest {
+        path: String::new(),
+        watch: false,
+    }));
+    assert_eq!(
+        exists,
+        Ok(Response::Stat(StatResponse {
+            stat: root_stat.clone()
+        }))
+    );
+    let children = read(Request::GetChildren(PathWatchRequest {
+        path: String::new(),
+        watch: false,
+    }));
+    assert_eq!(
+        children,
+        Ok(Response::GetChildren(GetChildrenResponse {
+            children: vec!["zookeeper".into()]
+        }))
+    );
+    let watched = h.read(Request::GetData(PathWatchRequest {
+        path: String::new(),
+        watch: true,
+    }));
+    assert_eq!(
+        watched.watch,
+        Some((String::new(), WatchKind::Data)),
+        "the watch stays on \"\" as Java keeps it"
+    );
+}
