@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use zoolog_server::ServerConfig;
 
 const USAGE: &str = "usage: zoolog serve [--config FILE] [-Dname=value ...]
+       zoolog shell [-server host:port[,host:port...]] [-c command]
+       zoolog bench [--help]
 
   --config FILE   a zoo.cfg (Java properties) or a .toml file
   -Dname=value    a ZooKeeper system property (also read from SERVER_JVMFLAGS)
@@ -18,6 +20,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
+        Some("shell") => zoolog_shell::run(&args[1..]),
+        Some("bench") => zoolog_bench::run(&args[1..]),
         Some("--version" | "version") => {
             println!(
                 "zoolog {} (ZooKeeper {} wire protocol)",
