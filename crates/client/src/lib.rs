@@ -16,7 +16,8 @@
 //! bound: frames are capped at jute.maxbuffer, outstanding requests at
 //! [`ClientOptions::requests_outstanding_max`] (further callers wait), and persistent watch
 //! streams at [`ClientOptions::persistent_watch_events_max`] (a reader that falls behind is told
-//! how many events it missed). Recipes (locks, queues, elections) belong on top of it, not in it.
+//! how many events it missed). Recipes (locks, queues, elections) belong on top of it, not in it:
+//! they are in [`recipes`], built from the public API alone.
 //!
 //! ```no_run
 //! use zoolog_client::{open_acl_unsafe, Client, ClientOptions, CreateMode};
@@ -59,6 +60,7 @@
 mod client;
 mod error;
 mod hosts;
+pub mod recipes;
 mod session;
 mod types;
 mod watches;
