@@ -51,14 +51,21 @@
 //! | `znode.container.checkIntervalMs`, `znode.container.maxNeverUsedIntervalMs` | `container_check_interval_ms`, `container_never_used_ms` |
 //! | `zookeeper.nio.sessionlessCnxnTimeout` | `handshake_timeout_ms` |
 //! | `<dataDir>/myid` (a file, 1..=254) | `server_id` |
+//! | `admin.enableServer`, `admin.serverAddress`, `admin.serverPort`, `admin.commandURL`, `admin.idleTimeout` (or `zookeeper.admin.*`) | `admin` |
+//! | `metricsProvider.className` (ZooKeeper's `PrometheusMetricsProvider`), `metricsProvider.httpHost`, `metricsProvider.httpPort` | `prometheus_addr` |
+//!
+//! The AdminServer is on by default, as in ZooKeeper 3.9, on port 8080 under `/commands`; it
+//! listens on 127.0.0.1 (ZooKeeper: 0.0.0.0), as zoolog's client port does, and so does the
+//! Prometheus endpoint (ZooKeeper: 0.0.0.0, port 7000). Set the address to `0.0.0.0` to reach
+//! them from other machines.
 //!
 //! In a file, as in ZooKeeper, a key `k` that is not a zoo.cfg key is read as the system
 //! property `zookeeper.k` (`skipACL=yes`); system property names work as they are. As `-D`
 //! arguments and in SERVER_JVMFLAGS, zoo.cfg keys are accepted besides system properties
 //! (`-DclientPort=2182`, a zoolog extension). Booleans are `true`/`false` (any case). Numbers
 //! are decimal, or hexadecimal with `0x` or `#` (Java's `Integer.decode`). Anything else —
-//! `server.N`, `initLimit`, `syncLimit`, `standaloneEnabled`, `admin.*`, `metricsProvider.*`,
-//! `zookeeper.admin.enableServer`, unknown keys — is ignored with one log line each (a warning
+//! `server.N`, `initLimit`, `syncLimit`, `standaloneEnabled`, other `admin.*` and
+//! `metricsProvider.*` keys, unknown keys — is ignored with one log line each (a warning
 //! for unknown keys and for security settings zoolog does not enforce, such as `authProvider.*`
 //! or `secureClientPort`).
 
@@ -121,7 +128,41 @@ pub struct ServerConfig {
     pub handshake_timeout_ms: u64,
     /// reconfigEnabled.
     pub reconfig_enabled: bool,
+    /// admin.*: the HTTP AdminServer, which also serves /metrics.
+    pub admin: AdminServerConfig,
+    /// metricsProvider.httpHost/httpPort when metricsProvider.className names ZooKeeper's
+    /// PrometheusMetricsProvider: a second listener serving /metrics only.
+    pub prometheus_addr: Option<SocketAddr>,
+    /// The config file's text, for the AdminServer's `initial_configuration`.
+    pub initial_configuration: Option<String>,
 }
+
+/// ZooKeeper's AdminServer settings (`zookeeper.admin.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminServerConfig {
+    pub enabled: bool,
+    pub addr: SocketAddr,
+    /// The path prefix of commands, `/commands`.
+    pub command_url: String,
+    /// How long a connection may take to send its request, and stay idle.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for AdminServerConfig {
+    fn default() -> Self {
+        AdminServerConfig {
+            enabled: true,
+            addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080),
+            command_url: "/commands".to_owned(),
+            idle_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// The class name that turns on the Prometheus endpoint, as ZooKeeper users configure it.
+pub const PROMETHEUS_PROVIDER_CLASS: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+const PROMETHEUS_DEFAULT_PORT: u16 = 7000;
 
 impl Default for ServerConfig {
     /// ZooKeeper's defaults, with zoolog's embedded choices for what ZooKeeper leaves unset:
@@ -155,6 +196,9 @@ impl Default for ServerConfig {
             container_never_used_ms: 300_000,
             handshake_timeout_ms: 10_000,
             reconfig_enabled: false,
+            admin: AdminServerConfig::default(),
+            prometheus_addr: None,
+            initial_configuration: None,
         }
     }
 }
@@ -196,7 +240,9 @@ impl ServerConfig {
         let mut b = Builder::new();
 
         if let Some(path) = &parsed.file {
-            for entry in read_config_file(path)? {
+            let (text, entries) = read_config_file(path)?;
+            b.config.initial_configuration = Some(text);
+            for entry in entries {
                 let origin = Origin::File {
                     path: path.clone(),
                     line: entry.line,
@@ -416,7 +462,8 @@ struct Entry {
     array: bool,
 }
 
-fn read_config_file(path: &Path) -> Result<Vec<Entry>, ConfigError> {
+/// The file's text and its entries.
+fn read_config_file(path: &Path) -> Result<(String, Vec<Entry>), ConfigError> {
     let bytes = std::fs::read(path).map_err(|source| match source.kind() {
         io::ErrorKind::NotFound => ConfigError::NotFound {
             path: path.to_owned(),
@@ -434,14 +481,16 @@ fn read_config_file(path: &Path) -> Result<Vec<Entry>, ConfigError> {
             path: path.to_owned(),
             source: io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8: {e}")),
         })?;
-        parse_toml(path, &text)
+        let entries = parse_toml(path, &text)?;
+        Ok((text, entries))
     } else {
         // Java reads properties files as ISO-8859-1; UTF-8 is what people write today.
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => e.into_bytes().iter().map(|&b| b as char).collect(),
         };
-        parse_properties(path, &text)
+        let entries = parse_properties(path, &text)?;
+        Ok((text, entries))
     }
 }
 
@@ -790,6 +839,14 @@ enum Setting {
     ContainerCheckInterval,
     ContainerNeverUsed,
     SessionlessCnxnTimeout,
+    AdminEnableServer,
+    AdminServerAddress,
+    AdminServerPort,
+    AdminCommandUrl,
+    AdminIdleTimeout,
+    MetricsProviderClass,
+    MetricsProviderHost,
+    MetricsProviderPort,
 }
 
 /// Every name zoolog acts on, with the setting it sets.
@@ -839,6 +896,14 @@ const SETTINGS: &[(&str, Setting)] = &[
         "zookeeper.nio.sessionlessCnxnTimeout",
         Setting::SessionlessCnxnTimeout,
     ),
+    ("zookeeper.admin.enableServer", Setting::AdminEnableServer),
+    ("zookeeper.admin.serverAddress", Setting::AdminServerAddress),
+    ("zookeeper.admin.serverPort", Setting::AdminServerPort),
+    ("zookeeper.admin.commandURL", Setting::AdminCommandUrl),
+    ("zookeeper.admin.idleTimeout", Setting::AdminIdleTimeout),
+    ("metricsProvider.className", Setting::MetricsProviderClass),
+    ("metricsProvider.httpHost", Setting::MetricsProviderHost),
+    ("metricsProvider.httpPort", Setting::MetricsProviderPort),
 ];
 
 fn lookup(name: &str) -> Option<Setting> {
@@ -863,8 +928,6 @@ fn not_applicable(key: &str) -> bool {
         "clientPortListenBacklog",
         "serverCnxnFactory",
         "zookeeper.serverCnxnFactory",
-        "zookeeper.admin.enableServer",
-        "zookeeper.admin.serverPort",
         "zookeeper.log.dir",
         "zookeeper.log.file",
         "zookeeper.root.logger",
@@ -881,6 +944,7 @@ fn not_applicable(key: &str) -> bool {
         "group.",
         "weight.",
         "admin.",
+        "zookeeper.admin.",
         "metricsProvider.",
         "com.sun.management.",
         "java.",
@@ -923,6 +987,9 @@ struct Builder {
     data_log_dir: Option<PathBuf>,
     min_session: Option<(u64, Origin)>,
     max_session: Option<(u64, Origin)>,
+    prometheus_enabled: bool,
+    prometheus_ip: IpAddr,
+    prometheus_port: u16,
 }
 
 impl Builder {
@@ -932,6 +999,9 @@ impl Builder {
             data_log_dir: None,
             min_session: None,
             max_session: None,
+            prometheus_enabled: false,
+            prometheus_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            prometheus_port: PROMETHEUS_DEFAULT_PORT,
         }
     }
 
@@ -967,11 +1037,7 @@ impl Builder {
             Setting::TickTime => c.tick_ms = int(1, INT_MAX)? as u64,
             Setting::DataDir => c.data_dir = parse_dir(value).map_err(invalid)?,
             Setting::DataLogDir => self.data_log_dir = Some(parse_dir(value).map_err(invalid)?),
-            Setting::ClientPort => {
-                let port = parse_int(value, 0, 65535)
-                    .map_err(|_| invalid("expected a port number between 0 and 65535".into()))?;
-                c.client_addr.set_port(port as u16);
-            }
+            Setting::ClientPort => c.client_addr.set_port(parse_port(value).map_err(invalid)?),
             Setting::ClientPortAddress => {
                 c.client_addr.set_ip(parse_address(value).map_err(invalid)?)
             }
@@ -1049,6 +1115,29 @@ impl Builder {
             }
             Setting::ContainerNeverUsed => c.container_never_used_ms = int(0, i64::MAX)?,
             Setting::SessionlessCnxnTimeout => c.handshake_timeout_ms = int(1, INT_MAX)? as u64,
+            Setting::AdminEnableServer => {
+                c.admin.enabled = parse_bool(value, false).map_err(invalid)?
+            }
+            Setting::AdminServerAddress => {
+                c.admin.addr.set_ip(parse_address(value).map_err(invalid)?)
+            }
+            Setting::AdminServerPort => c.admin.addr.set_port(parse_port(value).map_err(invalid)?),
+            Setting::AdminCommandUrl => {
+                c.admin.command_url = parse_command_url(value).map_err(invalid)?
+            }
+            Setting::AdminIdleTimeout => c.admin.idle_timeout_ms = int(1, INT_MAX)? as u64,
+            Setting::MetricsProviderClass => {
+                self.prometheus_enabled = value == PROMETHEUS_PROVIDER_CLASS;
+                if !self.prometheus_enabled {
+                    tracing::warn!("{origin}: {key} = {value}: only {PROMETHEUS_PROVIDER_CLASS} is provided; no metrics endpoint besides the AdminServer's");
+                }
+            }
+            Setting::MetricsProviderHost => {
+                self.prometheus_ip = parse_address(value).map_err(invalid)?
+            }
+            Setting::MetricsProviderPort => {
+                self.prometheus_port = parse_port(value).map_err(invalid)?
+            }
         }
         Ok(())
     }
@@ -1090,6 +1179,9 @@ impl Builder {
         if let Some(id) = read_myid(&c.data_dir)? {
             c.server_id = id;
         }
+        c.prometheus_addr = self
+            .prometheus_enabled
+            .then(|| SocketAddr::new(self.prometheus_ip, self.prometheus_port));
         Ok(c)
     }
 }
@@ -1159,6 +1251,21 @@ fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
         return Err(range());
     }
     Ok(number as i64)
+}
+
+fn parse_port(value: &str) -> Result<u16, String> {
+    parse_int(value, 0, 65535)
+        .map(|port| port as u16)
+        .map_err(|_| "expected a port number between 0 and 65535".into())
+}
+
+/// A path prefix such as `/commands`: leading slash, no trailing one, no query.
+fn parse_command_url(value: &str) -> Result<String, String> {
+    let trimmed = value.trim_end_matches('/');
+    if !trimmed.starts_with('/') || trimmed.contains(['?', '#', ' ']) {
+        return Err("expected a path such as /commands".into());
+    }
+    Ok(trimmed.to_owned())
 }
 
 fn parse_bool(value: &str, allow_yes_no: bool) -> Result<bool, String> {

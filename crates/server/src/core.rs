@@ -17,13 +17,16 @@ use std::sync::Arc;
 use zoolog_log::OrderingLayer;
 use zoolog_proto::{
     encode_notification, encode_reply, framed, ClientInfo, ConnectRequest, ConnectResponse,
-    DecodeError, ErrorCode, Id, Jute, PathRequest, Request, Response, WatcherType, WhoAmIResponse,
+    DecodeError, ErrorCode, Id, Jute, OpCode, PathRequest, Request, Response, WatcherType,
+    WhoAmIResponse,
 };
 use zoolog_tree::{
     Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid,
 };
 
 use crate::config::ServerConfig;
+use crate::four_letter::DEFAULT_TRACE_MASK;
+use crate::metrics::Metrics;
 use crate::stats::{ConnectionStats, ServerStats};
 
 /// The clocks the driver hands in with every input: wall time stamps commands (ctime, mtime,
@@ -32,6 +35,8 @@ use crate::stats::{ConnectionStats, ServerStats};
 pub struct Now {
     pub wall_ms: i64,
     pub monotonic_ms: u64,
+    /// The same monotonic instant in microseconds, for request latencies.
+    pub monotonic_us: u64,
 }
 
 #[derive(Debug)]
@@ -62,6 +67,18 @@ pub enum Input {
         entry: bytes::Bytes,
     },
     Tick,
+}
+
+/// What `crst`, `srst` and `stmk` change, from a four-letter word or the AdminServer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorAction {
+    /// Every connection's counters start again, as ZooKeeper's `resetAllConnectionStats`.
+    ResetConnectionStats,
+    /// The server's packet counters and latencies start again (not the Prometheus histograms,
+    /// as in ZooKeeper's Prometheus provider: rates need monotonic counters).
+    ResetServerStats,
+    /// ZooKeeper's trace mask, kept so that `gtmk` reads back what was set.
+    SetTraceMask(i64),
 }
 
 #[derive(Debug)]
@@ -117,12 +134,17 @@ impl Envelope {
 /// A request's place in its connection's reply order.
 enum Slot {
     /// A write in the log; answered when applied.
-    AwaitingApply { xid: i32 },
+    AwaitingApply {
+        xid: i32,
+        opcode: OpCode,
+        received_us: u64,
+    },
     /// A read or local operation that must wait for the writes before it.
     Deferred {
         xid: i32,
         request: Request,
         identities: Arc<[Id]>,
+        received_us: u64,
     },
     /// Answered; `close` when the connection ends after this reply.
     Ready { bytes: Vec<u8>, close: bool },
@@ -174,6 +196,9 @@ pub struct Core {
     next_reap_ms: u64,
     now: Now,
     pub stats: ServerStats,
+    /// Latency histograms and log/snapshot numbers for /metrics; the driver records the IO ones.
+    pub metrics: Metrics,
+    trace_mask: i64,
     out: Vec<Output>,
 }
 
@@ -216,6 +241,8 @@ impl Core {
             snapshot_in_flight: false,
             now,
             stats: ServerStats::default(),
+            metrics: Metrics::default(),
+            trace_mask: DEFAULT_TRACE_MASK,
             out: Vec::new(),
         }
     }
@@ -253,6 +280,19 @@ impl Core {
     /// The driver reports a snapshot written (or failed), allowing the next one.
     pub fn snapshot_finished(&mut self) {
         self.snapshot_in_flight = false;
+    }
+
+    /// Carries out an operator command (four-letter word or AdminServer).
+    pub fn operate(&mut self, action: OperatorAction) {
+        match action {
+            OperatorAction::ResetConnectionStats => {
+                for connection in self.connections.values_mut() {
+                    connection.stats.reset();
+                }
+            }
+            OperatorAction::ResetServerStats => self.stats = ServerStats::default(),
+            OperatorAction::SetTraceMask(mask) => self.trace_mask = mask,
+        }
     }
 
     // ---- connections -------------------------------------------------------------------
@@ -348,6 +388,8 @@ impl Core {
                 .collect(),
             now: self.now,
             outstanding: self.connections.values().map(|c| c.slots.len()).sum(),
+            metrics: &self.metrics,
+            trace_mask: self.trace_mask,
         }
     }
 
@@ -586,13 +628,17 @@ impl Core {
         self.stats.packets_received += 1;
         let session_id = state.session_id;
         self.touch(session_id);
+        let received_us = self.now.monotonic_us;
         match request {
             // Clients match pings out of band, so the reply may overtake slower replies.
-            Request::Ping => self.reply(
-                connection,
-                zoolog_proto::codes::xid::PING,
-                Ok(&Response::Empty),
-            ),
+            Request::Ping => {
+                self.reply(
+                    connection,
+                    zoolog_proto::codes::xid::PING,
+                    Ok(&Response::Empty),
+                );
+                self.metrics.record_request(OpCode::Ping, 0);
+            }
             Request::Check(_) => self.unimplemented(connection, xid),
             // Membership changes belong to the ensemble; a standalone server refuses them here.
             request if request.is_write() && !matches!(request, Request::Reconfig(_)) => {
@@ -615,12 +661,13 @@ impl Core {
                 }
                 let identities = state.identities.clone();
                 if state.slots.is_empty() {
-                    self.execute_local(connection, xid, request, &identities);
+                    self.execute_local(connection, xid, request, &identities, received_us);
                 } else {
                     state.slots.push_back(Slot::Deferred {
                         xid,
                         request,
                         identities,
+                        received_us,
                     });
                 }
             }
@@ -671,6 +718,7 @@ impl Core {
             return;
         }
         let closes_session = request == Request::CloseSession;
+        let opcode = request.opcode();
         let op = match request {
             Request::CloseSession => CommandOp::CloseSession,
             request => CommandOp::Write {
@@ -699,7 +747,11 @@ impl Core {
             .connections
             .get_mut(&connection)
             .expect("caller checked");
-        state.slots.push_back(Slot::AwaitingApply { xid });
+        state.slots.push_back(Slot::AwaitingApply {
+            xid,
+            opcode,
+            received_us: self.now.monotonic_us,
+        });
     }
 
     /// Answers everything at the head of a connection's queue that can be answered now.
@@ -725,11 +777,12 @@ impl Core {
                         xid,
                         request,
                         identities,
+                        received_us,
                     }) = state.slots.pop_front()
                     else {
                         unreachable!()
                     };
-                    self.execute_local(connection, xid, request, &identities);
+                    self.execute_local(connection, xid, request, &identities, received_us);
                 }
             }
         }
@@ -760,8 +813,23 @@ impl Core {
         }
     }
 
-    /// Runs a request that needs no log entry, against the state as it is now.
+    /// Runs a request that needs no log entry, against the state as it is now; every arm
+    /// answers at once, so its latency is known when it returns.
     fn execute_local(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        request: Request,
+        identities: &Arc<[Id]>,
+        received_us: u64,
+    ) {
+        let opcode = request.opcode();
+        self.answer_local(connection, xid, request, identities);
+        let latency_us = self.now.monotonic_us.saturating_sub(received_us);
+        self.metrics.record_request(opcode, latency_us);
+    }
+
+    fn answer_local(
         &mut self,
         connection: ConnectionId,
         xid: i32,
@@ -993,7 +1061,7 @@ impl Core {
             .slots
             .iter()
             .find_map(|slot| match slot {
-                Slot::AwaitingApply { xid } => Some(*xid),
+                Slot::AwaitingApply { xid, .. } => Some(*xid),
                 _ => None,
             })
     }
@@ -1017,7 +1085,12 @@ impl Core {
         else {
             return;
         };
-        let Slot::AwaitingApply { xid } = *slot else {
+        let Slot::AwaitingApply {
+            xid,
+            opcode,
+            received_us,
+        } = *slot
+        else {
             unreachable!()
         };
         assert_eq!(
@@ -1033,6 +1106,8 @@ impl Core {
         );
         state.stats.on_reply(position, self.now.monotonic_ms);
         self.stats.on_latency(state.stats.last_latency_ms);
+        self.metrics
+            .record_request(opcode, self.now.monotonic_us.saturating_sub(received_us));
         *slot = Slot::Ready {
             bytes: framed(&bytes),
             close,

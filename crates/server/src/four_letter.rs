@@ -8,17 +8,26 @@ use zoolog_proto::OpCode;
 use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
 use crate::config::ServerConfig;
-use crate::core::Now;
+use crate::core::{Now, OperatorAction};
+use crate::json::Json;
+use crate::metrics::Metrics;
 use crate::stats::{ConnectionStats, ServerStats};
 
 /// The ZooKeeper release whose client protocol zoolog speaks, and zoolog's own version.
 pub const ZOOKEEPER_VERSION: &str = concat!("3.9.3-zoolog-", env!("CARGO_PKG_VERSION"));
 
-/// The words this server answers; any other first four bytes are read as a frame length.
+/// The words this server answers, ZooKeeper 3.9's list; any other first four bytes are read as
+/// a frame length.
 pub const WORDS: &[&str] = &[
     "ruok", "isro", "srvr", "stat", "cons", "conf", "envi", "mntr", "wchs", "wchc", "wchp", "dump",
-    "dirs",
+    "dirs", "crst", "srst", "gtmk", "stmk", "hash",
 ];
+
+/// The word followed on the wire by an 8-byte big-endian trace mask.
+pub const SET_TRACE_MASK: &str = "stmk";
+
+/// ZooTrace's default mask: client requests, server packets, sessions and warnings.
+pub const DEFAULT_TRACE_MASK: i64 = (1 << 1) | (1 << 4) | (1 << 5) | (1 << 8);
 
 /// A read-only picture of the server for rendering.
 pub struct View<'a> {
@@ -31,6 +40,10 @@ pub struct View<'a> {
     pub sessions: Vec<(i64, i32, u64)>,
     pub now: Now,
     pub outstanding: usize,
+    pub metrics: &'a Metrics,
+    /// ZooKeeper's text trace mask (`gtmk`/`stmk`); zoolog keeps it for tools that set and read
+    /// it, its tracing levels come from RUST_LOG.
+    pub trace_mask: i64,
 }
 
 pub struct ConnectionView<'a> {
@@ -48,6 +61,17 @@ pub struct DirSizes {
     pub log_bytes: u64,
 }
 
+/// What `word` changes before it is answered; `argument` is `stmk`'s mask.
+pub fn action(word: &str, argument: Option<i64>) -> Option<OperatorAction> {
+    match word {
+        "crst" => Some(OperatorAction::ResetConnectionStats),
+        "srst" => Some(OperatorAction::ResetServerStats),
+        "stmk" => argument.map(OperatorAction::SetTraceMask),
+        _ => None,
+    }
+}
+
+/// The text of `word`. `crst`, `srst` and `stmk` report what the caller already did to the core.
 pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
     match word {
         "ruok" => "imok".to_owned(),
@@ -58,6 +82,11 @@ pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
         "conf" => conf(view, dirs),
         "envi" => envi(),
         "mntr" => mntr(view),
+        "crst" => "Connection stats reset.\n".to_owned(),
+        "srst" => "Server stats reset.\n".to_owned(),
+        "gtmk" | "stmk" => view.trace_mask.to_string(),
+        // ZooKeeper prints its digest log; with digests disabled (zoolog keeps none) it is empty.
+        "hash" => String::new(),
         "wchs" => wchs(view),
         "wchc" => wchc(view),
         "wchp" => wchp(view),
@@ -71,10 +100,7 @@ pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
 }
 
 fn version_line() -> String {
-    format!(
-        "Zookeeper version: {ZOOKEEPER_VERSION}, built on {}",
-        env!("ZOOLOG_BUILD_DATE")
-    )
+    format!("Zookeeper version: {}", full_version())
 }
 
 fn summary(view: &View<'_>, out: &mut String) {
@@ -121,12 +147,12 @@ fn stat(view: &View<'_>) -> String {
     out
 }
 
-fn peer(address: SocketAddr) -> String {
+pub(crate) fn peer(address: SocketAddr) -> String {
     format!("/{}:{}", address.ip(), address.port())
 }
 
 /// ZooKeeper's four-character names of the last operation, as `cons` prints them.
-fn operation_name(opcode: Option<OpCode>) -> &'static str {
+pub(crate) fn operation_name(opcode: Option<OpCode>) -> &'static str {
     let Some(opcode) = opcode else { return "NA" };
     match opcode {
         OpCode::Ping => "PING",
@@ -213,95 +239,86 @@ fn conf(view: &View<'_>, dirs: &DirSizes) -> String {
 
 fn envi() -> String {
     let mut out = String::from("Environment:\n");
-    let _ = writeln!(
-        out,
-        "zookeeper.version={ZOOKEEPER_VERSION}, built on {}",
-        env!("ZOOLOG_BUILD_DATE")
-    );
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let _ = writeln!(out, "host.name={}", host.trim());
-    let _ = writeln!(out, "zoolog.version={}", env!("CARGO_PKG_VERSION"));
-    let _ = writeln!(out, "os.name={}", std::env::consts::OS);
-    let _ = writeln!(out, "os.arch={}", std::env::consts::ARCH);
-    let _ = writeln!(
-        out,
-        "user.name={}",
-        std::env::var("USER").unwrap_or_default()
-    );
-    let _ = writeln!(
-        out,
-        "user.home={}",
-        std::env::var("HOME").unwrap_or_default()
-    );
-    let _ = writeln!(
-        out,
-        "user.dir={}",
-        std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default()
-    );
+    for (key, value) in environment() {
+        let _ = writeln!(out, "{key}={value}");
+    }
     out
 }
 
+/// The `envi` entries, shared with the AdminServer's `environment` command.
+pub fn environment() -> Vec<(&'static str, String)> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let current_dir = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    vec![
+        ("zookeeper.version", full_version()),
+        ("host.name", host.trim().to_owned()),
+        ("zoolog.version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("os.name", std::env::consts::OS.to_owned()),
+        ("os.arch", std::env::consts::ARCH.to_owned()),
+        ("user.name", std::env::var("USER").unwrap_or_default()),
+        ("user.home", std::env::var("HOME").unwrap_or_default()),
+        ("user.dir", current_dir),
+    ]
+}
+
+/// ZooKeeper's `Version.getFullVersion()`: version and build date.
+pub fn full_version() -> String {
+    format!(
+        "{ZOOKEEPER_VERSION}, built on {}",
+        env!("ZOOLOG_BUILD_DATE")
+    )
+}
+
 fn mntr(view: &View<'_>) -> String {
-    let latency = &view.stats.latency;
-    let lines: Vec<(&str, String)> = vec![
-        (
-            "zk_version",
-            format!(
-                "{ZOOKEEPER_VERSION}, built on {}",
-                env!("ZOOLOG_BUILD_DATE")
-            ),
-        ),
-        ("zk_server_state", "standalone".to_owned()),
-        ("zk_avg_latency", format!("{:.4}", latency.average_ms())),
-        ("zk_max_latency", latency.max_ms.to_string()),
-        ("zk_min_latency", latency.min_ms.to_string()),
-        (
-            "zk_packets_received",
-            view.stats.packets_received.to_string(),
-        ),
-        ("zk_packets_sent", view.stats.packets_sent.to_string()),
-        (
-            "zk_num_alive_connections",
-            view.connections.len().to_string(),
-        ),
-        ("zk_outstanding_requests", view.outstanding.to_string()),
-        ("zk_znode_count", view.tree.node_count().to_string()),
-        ("zk_watch_count", view.watches.watch_count().to_string()),
-        (
-            "zk_ephemerals_count",
-            view.tree.ephemeral_count().to_string(),
-        ),
-        (
-            "zk_approximate_data_size",
-            view.tree.approximate_data_bytes().to_string(),
-        ),
-        (
-            "zk_open_file_descriptor_count",
-            open_file_descriptors().to_string(),
-        ),
-        (
-            "zk_max_file_descriptor_count",
-            max_file_descriptors().to_string(),
-        ),
-        ("zk_global_sessions", view.sessions.len().to_string()),
-        ("zk_local_sessions", "0".to_owned()),
-        ("zk_last_zxid", view.tree.last_applied_zxid().to_string()),
-    ];
-    lines
+    monitor_values(view)
         .iter()
-        .map(|(key, value)| format!("{key}\t{value}\n"))
+        .map(|(key, value)| format!("zk_{key}\t{}\n", value.to_plain_text()))
         .collect()
 }
 
-fn open_file_descriptors() -> usize {
+/// The `mntr` values without the `zk_` prefix, as the AdminServer's `monitor` names them.
+pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
+    let latency = &view.stats.latency;
+    vec![
+        ("version", Json::str(full_version())),
+        ("server_state", Json::str("standalone")),
+        ("avg_latency", Json::Float(latency.average_ms())),
+        ("max_latency", Json::count(latency.max_ms)),
+        ("min_latency", Json::count(latency.min_ms)),
+        ("packets_received", Json::count(view.stats.packets_received)),
+        ("packets_sent", Json::count(view.stats.packets_sent)),
+        ("num_alive_connections", Json::count(view.connections.len())),
+        ("outstanding_requests", Json::count(view.outstanding)),
+        ("znode_count", Json::count(view.tree.node_count())),
+        ("watch_count", Json::count(view.watches.watch_count())),
+        ("ephemerals_count", Json::count(view.tree.ephemeral_count())),
+        (
+            "approximate_data_size",
+            Json::count(view.tree.approximate_data_bytes()),
+        ),
+        (
+            "open_file_descriptor_count",
+            Json::count(open_file_descriptors()),
+        ),
+        (
+            "max_file_descriptor_count",
+            Json::count(max_file_descriptors()),
+        ),
+        ("global_sessions", Json::count(view.sessions.len())),
+        ("local_sessions", Json::Int(0)),
+        ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
+    ]
+}
+
+pub(crate) fn open_file_descriptors() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .map(|entries| entries.count())
         .unwrap_or(0)
 }
 
-fn max_file_descriptors() -> u64 {
+pub(crate) fn max_file_descriptors() -> u64 {
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
     limits
         .lines()
@@ -319,7 +336,7 @@ fn wchs(view: &View<'_>) -> String {
     )
 }
 
-fn session_of(view: &View<'_>, connection: ConnectionId) -> i64 {
+pub(crate) fn session_of(view: &View<'_>, connection: ConnectionId) -> i64 {
     view.connections
         .iter()
         .find(|c| c.id == connection)

@@ -18,9 +18,12 @@ use zoolog_log::{CommittedBatch, SingleLog, SingleLogConfig};
 use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
 use zoolog_tree::{ConnectionId, DataTree};
 
+use crate::admin;
 use crate::config::ServerConfig;
 use crate::core::{Core, Input, Now, Output};
 use crate::four_letter::{self, DirSizes};
+use crate::http;
+use crate::metrics::{self, SnapshotRecord};
 
 /// Inputs to the core task, from connection tasks and background jobs.
 enum Message {
@@ -32,9 +35,25 @@ enum Message {
     FourLetterWord {
         connection: ConnectionId,
         word: String,
+        /// `stmk`'s trace mask.
+        argument: Option<i64>,
     },
     Core(Input),
-    SnapshotDone,
+    /// A snapshot finished: what was written and how long it took, or None when it failed.
+    SnapshotDone(Option<(SnapshotRecord, Duration)>),
+    /// An HTTP request for the AdminServer or /metrics, answered from the core's state.
+    Operator {
+        query: OperatorQuery,
+        reply: oneshot::Sender<http::Response>,
+    },
+}
+
+enum OperatorQuery {
+    Metrics,
+    Command {
+        name: String,
+        args: Vec<(String, String)>,
+    },
 }
 
 /// What the core task holds of one connection.
@@ -99,7 +118,23 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
         tail_entries = recovered.tail.len(),
         "recovered"
     );
-    let result = serve(config, log.clone(), tree, committed, recovered.tail).await;
+    let recovered_snapshot = recovered
+        .snapshot
+        .as_ref()
+        .map(|(position, bytes)| SnapshotRecord {
+            zxid: *position as i64,
+            size_bytes: bytes.len() as u64,
+            written_s: newest_file_mtime_s(log.snapshot_store().dir()),
+        });
+    let result = serve(
+        config,
+        log.clone(),
+        tree,
+        committed,
+        recovered.tail,
+        recovered_snapshot,
+    )
+    .await;
     log.close()?;
     result
 }
@@ -114,12 +149,27 @@ fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
     }
 }
 
+/// The modification time of the newest file in `dir`, in seconds since the epoch; -1 if none.
+fn newest_file_mtime_s(dir: &Path) -> i64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return -1;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok()?.modified().ok())
+        .filter_map(|time| time.duration_since(UNIX_EPOCH).ok())
+        .map(|since| since.as_secs() as i64)
+        .max()
+        .unwrap_or(-1)
+}
+
 async fn serve(
     config: ServerConfig,
     log: Arc<SingleLog>,
     tree: DataTree,
     committed: mpsc::Receiver<CommittedBatch>,
     replay: Vec<(u64, bytes::Bytes)>,
+    recovered_snapshot: Option<SnapshotRecord>,
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
     let listener = TcpListener::bind(config.client_addr)
@@ -132,6 +182,9 @@ async fn serve(
     let clock = Clock::new();
     let origin: u64 = rand::random();
     let mut core = Core::new(config.clone(), log.clone(), tree, origin, clock.now());
+    if let Some(snapshot) = recovered_snapshot {
+        core.metrics.recovered_snapshot(snapshot);
+    }
     for (position, entry) in replay {
         let outputs = core.handle(
             Input::Committed {
@@ -151,6 +204,7 @@ async fn serve(
     let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
     let purge = (config.purge_interval_hours > 0)
         .then(|| tokio::spawn(purge_loop(log.clone(), config.purge_interval_hours)));
+    let operator_servers = start_operator_servers(&config, &messages).await;
     let result = CoreTask {
         core,
         config,
@@ -164,6 +218,9 @@ async fn serve(
     accept.abort();
     if let Some(purge) = purge {
         purge.abort();
+    }
+    for server in operator_servers {
+        server.abort();
     }
     result.map_err(ServeError::from)
 }
@@ -181,6 +238,94 @@ async fn purge_loop(log: Arc<SingleLog>, interval_hours: u64) {
             Ok(Err(error)) => tracing::error!(%error, "purge failed"),
             Err(error) => tracing::error!(%error, "purge task failed"),
         }
+    }
+}
+
+/// Starts the AdminServer (commands and /metrics) and the Prometheus listener as configured. As
+/// in ZooKeeper, a port that cannot be bound is logged and the server serves clients anyway.
+async fn start_operator_servers(
+    config: &ServerConfig,
+    messages: &mpsc::Sender<Message>,
+) -> Vec<JoinHandle<()>> {
+    let timeout = Duration::from_millis(config.admin.idle_timeout_ms);
+    let mut listeners = Vec::new();
+    if config.admin.enabled {
+        let routes = OperatorRoutes {
+            messages: messages.clone(),
+            command_url: Some(Arc::from(config.admin.command_url.as_str())),
+        };
+        listeners.push(("AdminServer", config.admin.addr, routes));
+    }
+    if let Some(addr) = config.prometheus_addr {
+        let routes = OperatorRoutes {
+            messages: messages.clone(),
+            command_url: None,
+        };
+        listeners.push(("Prometheus metrics", addr, routes));
+    }
+    let mut servers = Vec::new();
+    for (name, addr, routes) in listeners {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => {
+                tracing::info!(address = %addr, "{name} listening");
+                servers.push(tokio::spawn(http::serve(listener, timeout, routes)));
+            }
+            Err(error) => {
+                tracing::error!(address = %addr, %error, "{name} cannot listen; continuing without it")
+            }
+        }
+    }
+    servers
+}
+
+/// Routes HTTP requests: /metrics everywhere, commands under the command URL on the
+/// AdminServer. Answers come from the core task through the bounded inbox.
+#[derive(Clone)]
+struct OperatorRoutes {
+    messages: mpsc::Sender<Message>,
+    /// None on the Prometheus listener, which serves /metrics only.
+    command_url: Option<Arc<str>>,
+}
+
+const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+impl http::Handler for OperatorRoutes {
+    async fn handle(&self, request: http::Request) -> http::Response {
+        if request.path == "/metrics" {
+            return self.ask(OperatorQuery::Metrics).await;
+        }
+        let Some(command_url) = self.command_url.as_deref() else {
+            return http::Response::error(404, "not found");
+        };
+        let Some(rest) = request.path.strip_prefix(command_url) else {
+            return http::Response::error(404, "not found");
+        };
+        match rest.strip_prefix('/') {
+            None if !rest.is_empty() => http::Response::error(404, "not found"),
+            None | Some("") => {
+                http::Response::ok("text/html; charset=utf-8", admin::index_html(command_url))
+            }
+            Some(name) => {
+                let query = OperatorQuery::Command {
+                    name: name.to_owned(),
+                    args: request.query,
+                };
+                self.ask(query).await
+            }
+        }
+    }
+}
+
+impl OperatorRoutes {
+    async fn ask(&self, query: OperatorQuery) -> http::Response {
+        let (reply, answer) = oneshot::channel();
+        let message = Message::Operator { query, reply };
+        if self.messages.send(message).await.is_err() {
+            return http::Response::error(503, "the server is shutting down");
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| http::Response::error(503, "the server is shutting down"))
     }
 }
 
@@ -202,9 +347,11 @@ impl Clock {
         let wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
+        let monotonic = self.start.elapsed();
         Now {
             wall_ms,
-            monotonic_ms: self.start.elapsed().as_millis() as u64,
+            monotonic_ms: monotonic.as_millis() as u64,
+            monotonic_us: monotonic.as_micros() as u64,
         }
     }
 }
@@ -232,9 +379,12 @@ impl CoreTask {
             tokio::select! {
                 Some(message) = inbox.recv() => self.message(message),
                 batch = committed.recv() => match batch {
-                    Some(batch) => for (position, entry) in batch.into_entries() {
-                        self.input(Input::Committed { position: position as i64, entry });
-                    },
+                    Some(batch) => {
+                        self.core.metrics.sample_log(&self.log.stats());
+                        for (position, entry) in batch.into_entries() {
+                            self.input(Input::Committed { position: position as i64, entry });
+                        }
+                    }
                     None => {
                         tracing::error!("the log stopped delivering committed entries; shutting down");
                         return Err(std::io::Error::other("log failed"));
@@ -259,15 +409,55 @@ impl CoreTask {
                 self.connections.insert(connection, handle);
                 self.input(Input::Opened { connection, peer });
             }
-            Message::FourLetterWord { connection, word } => {
-                self.four_letter_word(connection, &word)
-            }
+            Message::FourLetterWord {
+                connection,
+                word,
+                argument,
+            } => self.four_letter_word(connection, &word, argument),
             Message::Core(Input::Closed { connection }) => {
                 self.connections.remove(&connection);
                 self.input(Input::Closed { connection });
             }
             Message::Core(input) => self.input(input),
-            Message::SnapshotDone => self.core.snapshot_finished(),
+            Message::SnapshotDone(written) => {
+                if let Some((snapshot, elapsed)) = written {
+                    self.core
+                        .metrics
+                        .record_snapshot(snapshot, elapsed.as_micros() as u64);
+                }
+                self.core.snapshot_finished();
+            }
+            Message::Operator { query, reply } => {
+                let _ = reply.send(self.operator_query(query));
+            }
+        }
+    }
+
+    fn operator_query(&mut self, query: OperatorQuery) -> http::Response {
+        match query {
+            OperatorQuery::Metrics => {
+                let text = metrics::render(&self.core.view(), &self.log.stats());
+                http::Response::ok(PROMETHEUS_CONTENT_TYPE, text)
+            }
+            OperatorQuery::Command { name, args } => {
+                let answer = match admin::primary_name(&name) {
+                    None => admin::unknown(&name),
+                    Some(primary) => {
+                        if let Some(action) = admin::action(primary, &args) {
+                            self.core.operate(action);
+                        }
+                        admin::run(primary, &args, &self.core.view(), &self.dir_sizes())
+                    }
+                };
+                http::Response::ok("application/json", answer.to_json_string())
+            }
+        }
+    }
+
+    fn dir_sizes(&self) -> DirSizes {
+        DirSizes {
+            data_bytes: directory_bytes(&self.config.data_dir),
+            log_bytes: directory_bytes(&self.config.data_log_dir),
         }
     }
 
@@ -337,13 +527,12 @@ impl CoreTask {
         }
     }
 
-    fn four_letter_word(&mut self, connection: ConnectionId, word: &str) {
+    fn four_letter_word(&mut self, connection: ConnectionId, word: &str, argument: Option<i64>) {
         let text = if self.config.four_letter_word_enabled(word) {
-            let dirs = DirSizes {
-                data_bytes: directory_bytes(&self.config.data_dir),
-                log_bytes: directory_bytes(&self.config.data_log_dir),
-            };
-            four_letter::answer(word, &self.core.view(), &dirs)
+            if let Some(action) = four_letter::action(word, argument) {
+                self.core.operate(action);
+            }
+            four_letter::answer(word, &self.core.view(), &self.dir_sizes())
         } else {
             format!("{word} is not executed because it is not in the whitelist.\n")
         };
@@ -364,17 +553,35 @@ impl CoreTask {
             let mut bytes = Vec::new();
             tree.encode_snapshot(&mut bytes);
             let position = tree.last_applied_zxid() as u64;
-            match log.save_snapshot(position, &bytes) {
-                Ok(()) => tracing::info!(
-                    position,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "snapshot saved"
-                ),
-                Err(error) => tracing::error!(%error, position, "snapshot failed"),
-            }
-            let _ = messages.blocking_send(Message::SnapshotDone);
+            let written = match log.save_snapshot(position, &bytes) {
+                Ok(()) => {
+                    let elapsed = started.elapsed();
+                    tracing::info!(
+                        position,
+                        elapsed_ms = elapsed.as_millis() as u64,
+                        "snapshot saved"
+                    );
+                    let snapshot = SnapshotRecord {
+                        zxid: position as i64,
+                        size_bytes: bytes.len() as u64,
+                        written_s: wall_seconds(),
+                    };
+                    Some((snapshot, elapsed))
+                }
+                Err(error) => {
+                    tracing::error!(%error, position, "snapshot failed");
+                    None
+                }
+            };
+            let _ = messages.blocking_send(Message::SnapshotDone(written));
         });
     }
+}
+
+fn wall_seconds() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn directory_bytes(path: &Path) -> u64 {
@@ -549,9 +756,22 @@ async fn read_connection(
     };
     let frame = match first {
         First::FourLetterWord(word) => {
-            let _ = messages
-                .send(Message::FourLetterWord { connection, word })
-                .await;
+            let mut argument = None;
+            // ZooKeeper reads stmk's mask only when the word is allowed; a refused one is
+            // answered at once.
+            if word == four_letter::SET_TRACE_MASK && config.four_letter_word_enabled(&word) {
+                let mask = tokio::time::timeout(deadline, reader.socket.read_i64()).await;
+                match mask {
+                    Ok(Ok(mask)) => argument = Some(mask),
+                    Ok(Err(_)) | Err(_) => return ReadEnd::Gone,
+                }
+            }
+            let message = Message::FourLetterWord {
+                connection,
+                word,
+                argument,
+            };
+            let _ = messages.send(message).await;
             return ReadEnd::HandedOver;
         }
         First::Frame(frame) => frame,

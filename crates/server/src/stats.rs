@@ -86,6 +86,17 @@ impl ConnectionStats {
         self.last_request_ms = now_ms;
     }
 
+    /// `crst`: as ZooKeeper's `ServerCnxn.resetStats`, the session fields stay and the last
+    /// cxid and zxid read -1 until the next request.
+    pub fn reset(&mut self) {
+        *self = ConnectionStats {
+            last_cxid: -1,
+            last_zxid: -1,
+            last_request_ms: self.last_request_ms,
+            ..ConnectionStats::new(0, self.established_wall_ms)
+        };
+    }
+
     pub fn on_reply(&mut self, zxid: i64, now_ms: u64) {
         self.last_zxid = zxid;
         self.last_response_ms = now_ms;

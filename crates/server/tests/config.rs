@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use zoolog_server::config::{ConfigError, Origin, ServerConfig};
+use zoolog_server::config::{AdminServerConfig, ConfigError, Origin, ServerConfig};
 
 /// A directory removed when dropped (no dev-dependency needed).
 struct TempDir(PathBuf);
@@ -50,8 +50,15 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// The settings read from `list`; the config file's text (`initial_configuration`) is left out
+/// here and checked by its own test.
 fn load(list: &[&str]) -> ServerConfig {
-    ServerConfig::from_args(&args(list), None).unwrap_or_else(|e| panic!("{list:?}: {e}"))
+    let config =
+        ServerConfig::from_args(&args(list), None).unwrap_or_else(|e| panic!("{list:?}: {e}"));
+    ServerConfig {
+        initial_configuration: None,
+        ..config
+    }
 }
 
 fn load_file(path: &Path) -> ServerConfig {
@@ -241,6 +248,12 @@ fn full_zoo_cfg_with_every_key() {
         container_never_used_ms: 0,
         handshake_timeout_ms: 2500,
         reconfig_enabled: false,
+        admin: AdminServerConfig {
+            enabled: false,
+            ..AdminServerConfig::default()
+        },
+        prometheus_addr: None,
+        initial_configuration: None,
     };
     assert_eq!(c, expected);
     assert!(c.four_letter_word_enabled("mntr"));
@@ -404,6 +417,7 @@ className = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
         skip_acl: true,
         super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
         container_check_interval_ms: 1000,
+        prometheus_addr: Some("127.0.0.1:7000".parse().unwrap()),
         ..ServerConfig::default()
     };
     assert_eq!(c, expected);
@@ -885,7 +899,60 @@ fn unknown_and_inapplicable_keys_are_ignored() {
         data_log_dir: PathBuf::from(&data),
         session_timeout_min_ms: 4000,
         session_timeout_max_ms: 40000,
+        // The AdminServer and Prometheus keys among them are honoured.
+        admin: AdminServerConfig {
+            enabled: false,
+            ..AdminServerConfig::default()
+        },
+        prometheus_addr: Some("127.0.0.1:7000".parse().unwrap()),
+        initial_configuration: Some(text),
         ..ServerConfig::default()
     };
     assert_eq!(c, expected);
+}
+
+#[test]
+fn admin_server_and_prometheus_settings() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!(
+        "dataDir={data}\n\
+         admin.serverAddress=0.0.0.0\n\
+         admin.serverPort=9090\n\
+         admin.commandURL=/ops/\n\
+         admin.idleTimeout=5000\n\
+         metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+         metricsProvider.httpHost=127.0.0.2\n\
+         metricsProvider.httpPort=7001\n"
+    );
+    let path = dir.write("zoo.cfg", &text);
+    let c = ServerConfig::from_args(
+        &args(&[path.to_str().unwrap(), "-Dzookeeper.admin.serverPort=9091"]),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.admin,
+        AdminServerConfig {
+            enabled: true,
+            addr: "0.0.0.0:9091".parse().unwrap(),
+            command_url: "/ops".into(),
+            idle_timeout_ms: 5000,
+        }
+    );
+    assert_eq!(c.prometheus_addr, Some("127.0.0.2:7001".parse().unwrap()));
+    assert_eq!(c.initial_configuration, Some(text));
+
+    let defaults = load(&[]);
+    assert_eq!(defaults.admin, AdminServerConfig::default());
+    assert!(defaults.admin.enabled, "on by default, as in ZooKeeper 3.9");
+    assert_eq!(defaults.prometheus_addr, None);
+    assert_mentions(
+        &error(&["-Dzookeeper.admin.commandURL=commands"], None),
+        &["zookeeper.admin.commandURL", "/commands"],
+    );
+    assert_mentions(
+        &error(&["-Dzookeeper.admin.serverPort=70000"], None),
+        &["zookeeper.admin.serverPort", "65535"],
+    );
 }

@@ -1,0 +1,492 @@
+//! The server's Prometheus metrics: a small registry of fixed-bucket histograms the core task
+//! records into (plain integer adds, no locks: one task owns them), and the text exposition
+//! format 0.0.4 it is scraped in.
+//!
+//! Names: what Apache ZooKeeper's PrometheusMetricsProvider exports keeps ZooKeeper's name
+//! (`znode_count`, `num_alive_connections`, …, no `zk_` prefix), so existing dashboards and alert
+//! rules work. What zoolog adds is prefixed `zoolog_` and follows Prometheus conventions
+//! (seconds, bytes, `_total` counters). Like ZooKeeper's provider, `srst` does not reset what is
+//! exported here except the mntr gauges it shares with `srvr` (packets, min/avg/max latency):
+//! Prometheus computes rates from monotonic counters and histograms.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use zoolog_log::LogStats;
+use zoolog_proto::OpCode;
+
+use crate::four_letter::View;
+
+/// Upper bounds, in microseconds, of request and fsync latency buckets (100 µs to 10 s).
+const LATENCY_BOUNDS_US: &[u64] = &[
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Upper bounds, in microseconds, of snapshot duration buckets (10 ms to 2 min).
+const SNAPSHOT_BOUNDS_US: &[u64] = &[
+    10_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    30_000_000,
+    60_000_000,
+    120_000_000,
+];
+
+/// Observations counted into fixed buckets; `counts[i]` holds those in
+/// `(bounds[i-1], bounds[i]]`, the last slot those above every bound.
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    bounds_us: &'static [u64],
+    counts: Vec<u64>,
+    sum_us: u64,
+    count: u64,
+}
+
+impl Histogram {
+    pub fn new(bounds_us: &'static [u64]) -> Histogram {
+        debug_assert!(bounds_us.windows(2).all(|w| w[0] < w[1]), "bounds ascend");
+        Histogram {
+            bounds_us,
+            counts: vec![0; bounds_us.len() + 1],
+            sum_us: 0,
+            count: 0,
+        }
+    }
+
+    pub fn record(&mut self, value_us: u64) {
+        // Prometheus buckets are inclusive: a value equal to a bound falls in that bound's bucket.
+        let bucket = self.bounds_us.partition_point(|&bound| bound < value_us);
+        self.counts[bucket] += 1;
+        self.sum_us = self.sum_us.saturating_add(value_us);
+        self.count += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+/// What the core and its driver record between scrapes.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    request_latency: BTreeMap<&'static str, Histogram>,
+    fsync_duration: Histogram,
+    fsyncs_sampled: u64,
+    snapshot_duration: Histogram,
+    last_snapshot: Option<SnapshotRecord>,
+}
+
+/// The newest snapshot this process wrote or recovered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    pub zxid: i64,
+    pub size_bytes: u64,
+    /// When it was written, in seconds since the epoch (ZooKeeper's `lsnp` unit).
+    pub written_s: i64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            request_latency: BTreeMap::new(),
+            fsync_duration: Histogram::new(LATENCY_BOUNDS_US),
+            fsyncs_sampled: 0,
+            snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
+            last_snapshot: None,
+        }
+    }
+}
+
+impl Metrics {
+    /// One answered request: the time from its arrival at the core to its reply.
+    pub fn record_request(&mut self, opcode: OpCode, latency_us: u64) {
+        self.request_latency
+            .entry(operation_label(opcode))
+            .or_insert_with(|| Histogram::new(LATENCY_BOUNDS_US))
+            .record(latency_us);
+    }
+
+    /// Samples the log's latest fsync duration when fsyncs happened since the last call. The log
+    /// publishes only the last duration, so this records at most one observation per call
+    /// (the driver calls it once per committed batch); the exact count is `LogStats::fsyncs`.
+    pub fn sample_log(&mut self, stats: &LogStats) {
+        if stats.fsyncs > self.fsyncs_sampled {
+            self.fsyncs_sampled = stats.fsyncs;
+            self.fsync_duration.record(stats.last_fsync_duration_us);
+        }
+    }
+
+    pub fn record_snapshot(&mut self, snapshot: SnapshotRecord, duration_us: u64) {
+        self.snapshot_duration.record(duration_us);
+        self.last_snapshot = Some(snapshot);
+    }
+
+    /// A snapshot found at startup: known, but its writing was not timed by this process.
+    pub fn recovered_snapshot(&mut self, snapshot: SnapshotRecord) {
+        self.last_snapshot = Some(snapshot);
+    }
+
+    pub fn last_snapshot(&self) -> Option<SnapshotRecord> {
+        self.last_snapshot
+    }
+}
+
+/// ZooKeeper's name of an operation (`Request.op2String`), the `op` label of latencies.
+pub fn operation_label(opcode: OpCode) -> &'static str {
+    match opcode {
+        OpCode::Notification => "notification",
+        OpCode::Create => "create",
+        OpCode::Delete => "delete",
+        OpCode::Exists => "exists",
+        OpCode::GetData => "getData",
+        OpCode::SetData => "setData",
+        OpCode::GetAcl => "getACL",
+        OpCode::SetAcl => "setACL",
+        OpCode::GetChildren => "getChildren",
+        OpCode::Sync => "sync",
+        OpCode::Ping => "ping",
+        OpCode::GetChildren2 => "getChildren2",
+        OpCode::Check => "check",
+        OpCode::Multi => "multi",
+        OpCode::Create2 => "create2",
+        OpCode::Reconfig => "reconfig",
+        OpCode::CheckWatches => "checkWatches",
+        OpCode::RemoveWatches => "removeWatches",
+        OpCode::CreateContainer => "createContainer",
+        OpCode::DeleteContainer => "deleteContainer",
+        OpCode::CreateTtl => "createTtl",
+        OpCode::MultiRead => "multiRead",
+        OpCode::Auth => "auth",
+        OpCode::SetWatches => "setWatches",
+        OpCode::Sasl => "sasl",
+        OpCode::GetEphemerals => "getEphemerals",
+        OpCode::GetAllChildrenNumber => "getAllChildrenNumber",
+        OpCode::SetWatches2 => "setWatches2",
+        OpCode::AddWatch => "addWatch",
+        OpCode::WhoAmI => "whoAmI",
+        OpCode::CreateSession => "createSession",
+        OpCode::CloseSession => "closeSession",
+        OpCode::Error => "error",
+    }
+}
+
+/// The metric families of one scrape, in text exposition format 0.0.4.
+pub fn render(view: &View<'_>, log: &LogStats) -> String {
+    let mut out = Exposition::default();
+    let stats = view.stats;
+    for (name, help, value) in [
+        (
+            "znode_count",
+            "Number of znodes.",
+            view.tree.node_count() as f64,
+        ),
+        (
+            "watch_count",
+            "Number of watches.",
+            view.watches.watch_count() as f64,
+        ),
+        (
+            "ephemerals_count",
+            "Number of ephemeral znodes.",
+            view.tree.ephemeral_count() as f64,
+        ),
+        (
+            "approximate_data_size",
+            "Approximate size of znode paths and data, in bytes.",
+            view.tree.approximate_data_bytes() as f64,
+        ),
+        (
+            "outstanding_requests",
+            "Requests received and not yet answered.",
+            view.outstanding as f64,
+        ),
+        (
+            "num_alive_connections",
+            "Open client connections.",
+            view.connections.len() as f64,
+        ),
+        (
+            "global_sessions",
+            "Live sessions.",
+            view.sessions.len() as f64,
+        ),
+        (
+            "packets_received",
+            "Packets received since start or srst.",
+            stats.packets_received as f64,
+        ),
+        (
+            "packets_sent",
+            "Packets sent since start or srst.",
+            stats.packets_sent as f64,
+        ),
+        (
+            "min_latency",
+            "Smallest request latency since start or srst, in ms.",
+            stats.latency.min_ms as f64,
+        ),
+        (
+            "avg_latency",
+            "Average request latency since start or srst, in ms.",
+            stats.latency.average_ms(),
+        ),
+        (
+            "max_latency",
+            "Largest request latency since start or srst, in ms.",
+            stats.latency.max_ms as f64,
+        ),
+        (
+            "uptime",
+            "Time since the server started, in ms.",
+            view.now.monotonic_ms as f64,
+        ),
+        (
+            "open_file_descriptor_count",
+            "Open file descriptors.",
+            crate::four_letter::open_file_descriptors() as f64,
+        ),
+        (
+            "max_file_descriptor_count",
+            "Limit on open file descriptors.",
+            crate::four_letter::max_file_descriptors() as f64,
+        ),
+        (
+            "zoolog_last_zxid",
+            "Log position of the last applied entry.",
+            view.tree.last_applied_zxid() as f64,
+        ),
+        (
+            "zoolog_snapshot_size_bytes",
+            "Size of the newest snapshot.",
+            view.metrics.last_snapshot.map_or(0, |s| s.size_bytes) as f64,
+        ),
+        (
+            "zoolog_quorum_members",
+            "Voting members of the ensemble (1 when standalone).",
+            1.0,
+        ),
+        (
+            "zoolog_quorum_up",
+            "1 when a quorum is available to commit writes.",
+            1.0,
+        ),
+    ] {
+        out.family(name, help, "gauge");
+        out.sample(name, &[], value);
+    }
+    out.family(
+        "zoolog_server_role",
+        "The server's role; the sample with value 1 names it.",
+        "gauge",
+    );
+    out.sample("zoolog_server_role", &[("role", "standalone")], 1.0);
+    for (name, help, value) in [
+        (
+            "zoolog_log_fsyncs_total",
+            "fsync and fdatasync calls of the log writer.",
+            log.fsyncs,
+        ),
+        (
+            "zoolog_log_entries_committed_total",
+            "Log entries made durable.",
+            log.entries_committed,
+        ),
+        (
+            "zoolog_log_batches_committed_total",
+            "Group commits (batches made durable).",
+            log.batches_committed,
+        ),
+    ] {
+        out.family(name, help, "counter");
+        out.sample(name, &[], value as f64);
+    }
+    let metrics = view.metrics;
+    out.family(
+        "zoolog_request_latency_seconds",
+        "Time from a request's arrival at the core to its reply, by operation.",
+        "histogram",
+    );
+    for (op, histogram) in &metrics.request_latency {
+        out.histogram("zoolog_request_latency_seconds", &[("op", op)], histogram);
+    }
+    out.family(
+        "zoolog_log_fsync_duration_seconds",
+        "Duration of log fsyncs, sampled once per committed batch.",
+        "histogram",
+    );
+    out.histogram(
+        "zoolog_log_fsync_duration_seconds",
+        &[],
+        &metrics.fsync_duration,
+    );
+    out.family(
+        "zoolog_snapshot_duration_seconds",
+        "Time to encode and durably write a snapshot.",
+        "histogram",
+    );
+    out.histogram(
+        "zoolog_snapshot_duration_seconds",
+        &[],
+        &metrics.snapshot_duration,
+    );
+    out.text
+}
+
+/// A text exposition under construction.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, help: &str, kind: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.text.push_str(name);
+        write_labels(&mut self.text, labels);
+        let _ = writeln!(self.text, " {}", format_value(value));
+    }
+
+    /// Cumulative `_bucket` samples up to `+Inf`, then `_sum` (seconds) and `_count`.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], histogram: &Histogram) {
+        let bucket_name = format!("{name}_bucket");
+        let mut cumulative = 0;
+        for (index, count) in histogram.counts.iter().enumerate() {
+            cumulative += count;
+            let bound = match histogram.bounds_us.get(index) {
+                Some(&bound_us) => format_value(bound_us as f64 / 1e6),
+                None => "+Inf".to_owned(),
+            };
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &bound));
+            self.sample(&bucket_name, &with_le, cumulative as f64);
+        }
+        self.sample(
+            &format!("{name}_sum"),
+            labels,
+            histogram.sum_us as f64 / 1e6,
+        );
+        self.sample(&format!("{name}_count"), labels, histogram.count as f64);
+    }
+}
+
+fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
+    if labels.is_empty() {
+        return;
+    }
+    out.push('{');
+    for (index, (name, value)) in labels.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{name}=\"{}\"", escape_label_value(value));
+    }
+    out.push('}');
+}
+
+/// Go's float syntax, which the format uses; Rust prints integral values without a fraction.
+fn format_value(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_owned()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
+    } else {
+        value.to_string()
+    }
+}
+
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn escape_label_value(text: &str) -> String {
+    escape_help(text).replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_on_a_bound_fall_in_that_bucket() {
+        let mut histogram = Histogram::new(&[10, 20]);
+        for value in [0, 10, 11, 20, 21, 1_000] {
+            histogram.record(value);
+        }
+        assert_eq!(histogram.counts, vec![2, 2, 2]);
+        assert_eq!(histogram.count(), 6);
+        assert_eq!(histogram.sum_us, 1_062);
+    }
+
+    #[test]
+    fn histogram_exposition_is_cumulative_and_ends_with_inf_sum_count() {
+        let mut histogram = Histogram::new(&[1_000, 500_000]);
+        histogram.record(200);
+        histogram.record(300_000);
+        histogram.record(2_000_000);
+        let mut out = Exposition::default();
+        out.family("x_seconds", "Help.", "histogram");
+        out.histogram("x_seconds", &[("op", "get\"Data")], &histogram);
+        assert_eq!(
+            out.text,
+            "# HELP x_seconds Help.\n\
+             # TYPE x_seconds histogram\n\
+             x_seconds_bucket{op=\"get\\\"Data\",le=\"0.001\"} 1\n\
+             x_seconds_bucket{op=\"get\\\"Data\",le=\"0.5\"} 2\n\
+             x_seconds_bucket{op=\"get\\\"Data\",le=\"+Inf\"} 3\n\
+             x_seconds_sum{op=\"get\\\"Data\"} 2.3002\n\
+             x_seconds_count{op=\"get\\\"Data\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn help_and_label_values_are_escaped() {
+        assert_eq!(escape_help("a\\b\nc\""), "a\\\\b\\nc\"");
+        assert_eq!(escape_label_value("a\\b\nc\""), "a\\\\b\\nc\\\"");
+    }
+
+    #[test]
+    fn values_use_go_float_syntax() {
+        assert_eq!(format_value(3.0), "3");
+        assert_eq!(format_value(0.25), "0.25");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+        assert_eq!(format_value(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn fsyncs_are_sampled_once_per_new_fsync_count() {
+        let mut metrics = Metrics::default();
+        let stats = |fsyncs, last_us| LogStats {
+            entries_committed: 0,
+            batches_committed: 0,
+            fsyncs,
+            last_fsync_duration_us: last_us,
+        };
+        metrics.sample_log(&stats(0, 0));
+        metrics.sample_log(&stats(2, 700));
+        metrics.sample_log(&stats(2, 700));
+        metrics.sample_log(&stats(3, 90));
+        assert_eq!(metrics.fsync_duration.count(), 2);
+        assert_eq!(metrics.fsync_duration.sum_us, 790);
+    }
+
+    #[test]
+    fn request_latencies_are_kept_per_operation() {
+        let mut metrics = Metrics::default();
+        metrics.record_request(OpCode::GetData, 5);
+        metrics.record_request(OpCode::GetData, 7);
+        metrics.record_request(OpCode::Create, 9);
+        assert_eq!(metrics.request_latency["getData"].count(), 2);
+        assert_eq!(metrics.request_latency["create"].count(), 1);
+    }
+}
