@@ -1,7 +1,319 @@
-//! # zoolog-bench (being written this session)
-use std::process::ExitCode;
+//! # zoolog-bench
+//!
+//! `zoolog bench`: the experiments of the ZooKeeper paper (Figure 5 throughput by read ratio,
+//! Table 2 creates, Table 3 barriers) and of the shared-log paper (Table 1 recipe latency), run
+//! with the zoolog client against any ZooKeeper-compatible server list, or with `--compare`
+//! against an Apache ZooKeeper and a zoolog that it starts itself, one after the other.
+//!
+//! Each point runs an unmeasured warm-up and then a measured window; every loop is bounded in
+//! time and in count, and Ctrl-C ends the current point early and skips the rest, after which
+//! the results so far are still written: CSV files, `summary.md` (the printed tables) and the
+//! Figure 5 plot, into `./bench-results/<UTC timestamp>/` unless `--out` says otherwise.
 
-pub fn run(_args: &[String]) -> ExitCode {
-    eprintln!("zoolog bench is not built yet");
-    ExitCode::FAILURE
+mod control;
+mod options;
+mod plot;
+mod progress;
+mod recipes;
+mod report;
+mod servers;
+mod stats;
+mod workloads;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use control::Signal;
+use options::{Command, Options};
+use progress::Progress;
+use servers::ServerKind;
+use stats::Measurement;
+
+/// The servers `--compare` measures, in this order (never at the same time: the machine the
+/// benchmark was written for has two cores).
+const COMPARED: [ServerKind; 2] = [ServerKind::Zoolog, ServerKind::Apache];
+/// The name of the `--servers` list in the results.
+const TARGET_LABEL: &str = "target";
+/// Exit code after Ctrl-C, as a shell reports SIGINT.
+const INTERRUPTED_EXIT_CODE: u8 = 130;
+
+pub fn run(args: &[String]) -> ExitCode {
+    let options = match options::parse(args) {
+        Ok(Command::Bench(options)) => *options,
+        Ok(Command::Help) => {
+            println!("{}", options::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("zoolog bench: {error}\n\n{}", options::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("zoolog bench: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(bench(options))
+}
+
+async fn bench(options: Options) -> ExitCode {
+    let out_dir = options.out.clone().unwrap_or_else(default_out_dir);
+    if let Err(error) = std::fs::create_dir_all(&out_dir) {
+        eprintln!("zoolog bench: cannot create {}: {error}", out_dir.display());
+        return ExitCode::FAILURE;
+    }
+    let interrupt = Signal::new();
+    let ctrl_c = tokio::spawn(stop_on_ctrl_c(interrupt.clone()));
+    let progress = Progress::new(planned_time(&options));
+    let mut results = Vec::new();
+    let mut settings = Vec::new();
+    let mut failed = false;
+    if options.compare {
+        for kind in COMPARED {
+            if interrupt.is_set() {
+                break;
+            }
+            progress.println(format!("starting {}…", kind.label()));
+            match kind.launch().await {
+                Ok(server) => {
+                    settings.push(format!(
+                        "{}: {}; data in {}",
+                        kind.label(),
+                        kind.settings(),
+                        server.data_dir().display()
+                    ));
+                    failed |= !measure(
+                        kind.label(),
+                        &server.hosts,
+                        &options,
+                        &interrupt,
+                        &progress,
+                        &mut results,
+                    )
+                    .await;
+                }
+                Err(error) => {
+                    progress.println(format!("zoolog bench: {error}"));
+                    failed = true;
+                }
+            }
+        }
+    } else {
+        settings.push(format!("{TARGET_LABEL}: {}", options.servers));
+        failed = !measure(
+            TARGET_LABEL,
+            &options.servers,
+            &options,
+            &interrupt,
+            &progress,
+            &mut results,
+        )
+        .await;
+    }
+    progress.finish();
+    ctrl_c.abort();
+    let written = write_results(&out_dir, &options, &settings, &results);
+    if let Err(error) = written {
+        eprintln!("zoolog bench: cannot write the results: {error}");
+        return ExitCode::FAILURE;
+    }
+    if interrupt.is_set() {
+        eprintln!(
+            "zoolog bench: interrupted; partial results are in {}",
+            out_dir.display()
+        );
+        return ExitCode::from(INTERRUPTED_EXIT_CODE);
+    }
+    eprintln!("results in {}", out_dir.display());
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs every selected workload against one server list; false if any of them failed (the
+/// points measured before the failure are kept).
+async fn measure(
+    server: &str,
+    hosts: &str,
+    options: &Options,
+    interrupt: &Signal,
+    progress: &Progress,
+    results: &mut Vec<Measurement>,
+) -> bool {
+    let context = workloads::Context {
+        server,
+        hosts,
+        options,
+        interrupt,
+        progress,
+    };
+    let mut succeeded = true;
+    for &workload in &options.workloads {
+        if interrupt.is_set() {
+            break;
+        }
+        if let Err(error) = workloads::run(workload, &context, results).await {
+            progress.println(format!(
+                "zoolog bench: {server} {}: {error}",
+                workload.name()
+            ));
+            succeeded = false;
+        }
+    }
+    succeeded
+}
+
+/// The first Ctrl-C stops the run gracefully; a second one exits at once.
+async fn stop_on_ctrl_c(interrupt: Signal) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!("\nzoolog bench: stopping after the current point (Ctrl-C again to quit at once)");
+    interrupt.set();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        std::process::exit(INTERRUPTED_EXIT_CODE.into());
+    }
+}
+
+fn planned_time(options: &Options) -> std::time::Duration {
+    let points: usize = options
+        .workloads
+        .iter()
+        .map(|&workload| workloads::planned_points(workload, options))
+        .sum();
+    let servers = if options.compare { COMPARED.len() } else { 1 };
+    (options.warmup + options.duration) * (points * servers) as u32
+}
+
+fn write_results(
+    out_dir: &std::path::Path,
+    options: &Options,
+    settings: &[String],
+    results: &[Measurement],
+) -> std::io::Result<()> {
+    report::write_csv_files(out_dir, results)?;
+    let mut summary = describe_run(options, settings);
+    summary.push_str(&report::results_tables(results));
+    if options.compare {
+        let ratios = report::ratios(results);
+        std::fs::write(out_dir.join("comparison.csv"), report::ratios_csv(&ratios))?;
+        let _ = write!(
+            summary,
+            "\n### zoolog / Apache ZooKeeper\n\n{}",
+            report::ratios_table(&ratios)
+        );
+    }
+    match plot::write_throughput_plot(out_dir, results) {
+        Ok(Some(path)) => {
+            let _ = writeln!(summary, "\nPlot: {}", path.display());
+        }
+        Ok(None) => {}
+        Err(error) => eprintln!("zoolog bench: no plot: {error}"),
+    }
+    println!("{summary}");
+    std::fs::write(out_dir.join("summary.md"), summary)
+}
+
+/// The header of the summary: the command's parameters, the machine, and the servers' settings.
+fn describe_run(options: &Options, settings: &[String]) -> String {
+    let mut text = String::from("## zoolog bench\n\n");
+    let _ = writeln!(text, "- machine: {}", report::machine_description());
+    for line in settings {
+        let _ = writeln!(text, "- {line}");
+    }
+    let _ = writeln!(
+        text,
+        "- per point: {:.1} s warm-up (not measured) + {:.1} s measured; throughput: {} sessions × {} outstanding, {}-byte values; \
+         creates: workers {:?}; barrier: clients {:?}; recipes: {} contending clients",
+        options.warmup.as_secs_f64(),
+        options.duration.as_secs_f64(),
+        options.sessions,
+        options.outstanding,
+        options.value_bytes,
+        options.create_workers,
+        options.barrier_clients,
+        options.recipe_clients,
+    );
+    text.push_str(
+        "- the benchmark client runs on the same machine as the server and shares its cores\n",
+    );
+    text
+}
+
+fn default_out_dir() -> PathBuf {
+    let now_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    PathBuf::from("bench-results").join(utc_timestamp(now_s))
+}
+
+/// `YYYYMMDDTHHMMSSZ` for seconds since the Unix epoch.
+fn utc_timestamp(unix_s: u64) -> String {
+    let (days, second_of_day) = (unix_s / 86_400, unix_s % 86_400);
+    let (year, month, day) = civil_date(days);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day number counted from 1970-01-01, by walking whole
+/// years and then months (at most a few thousand steps for any date a clock can give).
+fn civil_date(mut days: u64) -> (u64, u64, u64) {
+    let is_leap = |year: u64| (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let mut year = 1970;
+    loop {
+        let year_days = if is_leap(year) { 366 } else { 365 };
+        if days < year_days {
+            break;
+        }
+        days -= year_days;
+        year += 1;
+    }
+    let february = if is_leap(year) { 29 } else { 28 };
+    let month_days = [31, february, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mut month = 1;
+    for length in month_days {
+        if days < length {
+            break;
+        }
+        days -= length;
+        month += 1;
+    }
+    (year, month, days + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(utc_timestamp(0), "19700101T000000Z");
+        assert_eq!(utc_timestamp(951_782_400), "20000229T000000Z");
+        assert_eq!(utc_timestamp(1_763_757_296), "20251121T203456Z");
+        assert_eq!(utc_timestamp(1_767_225_599), "20251231T235959Z");
+    }
+
+    #[test]
+    fn planned_time_covers_every_point_on_every_server() {
+        let options = Options {
+            compare: true,
+            ..Options::default()
+        };
+        // 5 read ratios + 3 worker counts + 2 barrier sizes + 4 recipes, 12 s each, twice.
+        assert_eq!(planned_time(&options).as_secs(), 14 * 12 * 2);
+    }
 }
