@@ -14,7 +14,8 @@ const USAGE: &str = "usage: zoolog serve [--config FILE] [-Dname=value ...]
 
   --config FILE   a zoo.cfg (Java properties) or a .toml file
   -Dname=value    a ZooKeeper system property (also read from SERVER_JVMFLAGS)
-Logging: RUST_LOG=info (default), debug, warn…";
+Logging: RUST_LOG=info (default), debug, warn…; ZOOLOG_LOG_FORMAT=json for one JSON object
+per line (timestamp, level, target, spans, message and fields), text (default) otherwise.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -73,10 +74,93 @@ fn serve(args: &[String]) -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    let format = std::env::var("ZOOLOG_LOG_FORMAT").unwrap_or_default();
+    if format == "json" {
+        builder.event_format(json_log::JsonLines).init();
+        return;
+    }
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    builder.with_ansi(colour).init();
+    if !matches!(format.as_str(), "" | "text") {
+        tracing::warn!("ZOOLOG_LOG_FORMAT={format:?}: expected json or text; using text");
+    }
+}
+
+/// Log lines as JSON objects, one per line, for log shippers.
+mod json_log {
+    use std::fmt;
+
+    use tracing::field::{Field, Visit};
+    use tracing::{Event, Subscriber};
+    use tracing_subscriber::fmt::format::Writer;
+    use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+    use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+    use tracing_subscriber::registry::LookupSpan;
+    use zoolog_server::json::Json;
+
+    pub struct JsonLines;
+
+    impl<S, N> FormatEvent<S, N> for JsonLines
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+        N: for<'a> FormatFields<'a> + 'static,
+    {
+        fn format_event(
+            &self,
+            context: &FmtContext<'_, S, N>,
+            mut writer: Writer<'_>,
+            event: &Event<'_>,
+        ) -> fmt::Result {
+            let mut timestamp = String::new();
+            SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
+            let metadata = event.metadata();
+            let spans = context
+                .event_scope()
+                .into_iter()
+                .flat_map(|scope| scope.from_root())
+                .map(|span| Json::str(span.name()))
+                .collect();
+            let mut fields = vec![
+                ("timestamp".to_owned(), Json::Str(timestamp)),
+                ("level".to_owned(), Json::str(metadata.level().as_str())),
+                ("target".to_owned(), Json::str(metadata.target())),
+                ("spans".to_owned(), Json::Array(spans)),
+            ];
+            event.record(&mut FieldCollector(&mut fields));
+            writeln!(writer, "{}", Json::Object(fields).to_json_string())
+        }
+    }
+
+    /// Gathers an event's fields (its message included) as JSON values.
+    struct FieldCollector<'a>(&'a mut Vec<(String, Json)>);
+
+    impl FieldCollector<'_> {
+        fn push(&mut self, field: &Field, value: Json) {
+            self.0.push((field.name().to_owned(), value));
+        }
+    }
+
+    impl Visit for FieldCollector<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+            self.push(field, Json::Str(format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.push(field, Json::str(value));
+        }
+        fn record_i64(&mut self, field: &Field, value: i64) {
+            self.push(field, Json::Int(value));
+        }
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            self.push(field, Json::count(value));
+        }
+        fn record_bool(&mut self, field: &Field, value: bool) {
+            self.push(field, Json::Bool(value));
+        }
+        fn record_f64(&mut self, field: &Field, value: f64) {
+            self.push(field, Json::Float(value));
+        }
+    }
 }
