@@ -52,11 +52,20 @@ impl OwnedNode {
             };
             match change {
                 Ok(event) if event.event_type == EventType::NodeDeleted => {
-                    return Error::Server(ErrorCode::NoNode)
+                    return self.why_deleted().await
                 }
                 Ok(_) => continue,
                 Err(error) => return error,
             }
+        }
+    }
+
+    /// The deletion of a session's ephemerals may reach it before the news that the session
+    /// ended; one more call tells the two causes apart.
+    async fn why_deleted(&self) -> Error {
+        match retrying(|| self.client.exists("/")).await {
+            Ok(_) => Error::Server(ErrorCode::NoNode),
+            Err(session_ended) => session_ended,
         }
     }
 }

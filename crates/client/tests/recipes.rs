@@ -1,0 +1,831 @@
+//! The paper's recipes, each tested for its guarantee with many concurrent clients against a real
+//! server. Every wait is bounded; no assertion depends on how long anything took.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{connect, connect_with, within, ZkServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use zoolog_client::recipes::{
+    ConfigWatcher, DistributedQueue, DoubleBarrier, Group, LeaderElection, Lock, OwnedNode,
+    ReadWriteLock, Rendezvous, SimpleLock,
+};
+use zoolog_client::{
+    open_acl_unsafe, Client, ClientOptions, CreateMode, Error, ErrorCode, SessionState, WatcherType,
+};
+
+const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL_PAUSE: Duration = Duration::from_millis(10);
+
+// ---------------------------------------------------------------------------------------------
+// Locks
+
+#[derive(Clone, Copy, Debug)]
+enum LockKind {
+    Simple,
+    WithoutHerd,
+    Write,
+}
+
+async fn acquire(kind: LockKind, client: &Client) -> OwnedNode {
+    let held = match kind {
+        LockKind::Simple => SimpleLock::new(client, "/locks/simple").acquire().await,
+        LockKind::WithoutHerd => Lock::new(client, "/locks/line").acquire().await,
+        LockKind::Write => ReadWriteLock::new(client, "/locks/rw").write().await,
+    };
+    held.expect("acquire")
+}
+
+/// N clients each do M increments of a counter znode by a non-atomic read-then-blind-write
+/// inside the lock: any overlap of two holders loses an increment, and the ephemeral marker
+/// `/holders/x` catches the overlap in the act.
+async fn assert_mutual_exclusion(kind: LockKind) {
+    const CLIENTS: usize = 8;
+    const INCREMENTS_PER_CLIENT: usize = 10;
+    let server = ZkServer::start();
+    let setup = connect(&server.hosts()).await;
+    let acl = open_acl_unsafe();
+    setup
+        .create("/counter", b"0", &acl, CreateMode::Persistent)
+        .await
+        .unwrap();
+    setup
+        .create("/holders", b"", &acl, CreateMode::Persistent)
+        .await
+        .unwrap();
+    let mut workers = JoinSet::new();
+    for _ in 0..CLIENTS {
+        let client = connect(&server.hosts()).await;
+        workers.spawn(async move {
+            for _ in 0..INCREMENTS_PER_CLIENT {
+                let held = acquire(kind, &client).await;
+                increment_alone(&client).await;
+                held.release().await.unwrap();
+            }
+            client.close().await.unwrap();
+        });
+    }
+    within(TEST_TIMEOUT, join_all(workers)).await;
+    let (count, _) = setup.get_data("/counter").await.unwrap();
+    assert_eq!(
+        String::from_utf8(count).unwrap(),
+        (CLIENTS * INCREMENTS_PER_CLIENT).to_string()
+    );
+}
+
+async fn increment_alone(client: &Client) {
+    let marked = client
+        .create("/holders/x", b"", &open_acl_unsafe(), CreateMode::Ephemeral)
+        .await;
+    assert_eq!(marked.err(), None, "two holders at once");
+    let (count, _) = client.get_data("/counter").await.unwrap();
+    let count: u64 = String::from_utf8(count).unwrap().parse().unwrap();
+    tokio::task::yield_now().await; // widen the window a second holder would need
+    client
+        .set_data("/counter", (count + 1).to_string().as_bytes(), None)
+        .await
+        .unwrap();
+    client.delete("/holders/x", None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn simple_lock_excludes_under_contention() {
+    assert_mutual_exclusion(LockKind::Simple).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_without_herd_excludes_under_contention() {
+    assert_mutual_exclusion(LockKind::WithoutHerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_lock_excludes_under_contention() {
+    assert_mutual_exclusion(LockKind::Write).await;
+}
+
+/// K waiters queue behind a holder, each on its own connection through a relay that counts the
+/// watch notifications the server sends it. Each release must notify exactly one connection,
+/// the next in line's, and hand it the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_wakes_exactly_one_waiter() {
+    const WAITERS: usize = 5;
+    let server = ZkServer::start();
+    let holder = connect(&server.hosts()).await;
+    let mut held = Lock::new(&holder, "/herd").acquire().await.unwrap();
+    let (acquired, mut acquisitions) = mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for index in 0..WAITERS {
+        let relay = Relay::start(server.port).await;
+        let client = connect(&relay.hosts()).await;
+        let acquired = acquired.clone();
+        let lock = Lock::new(&client, "/herd");
+        tokio::spawn(async move { acquired.send((index, lock.acquire().await.unwrap())) });
+        within(
+            TEST_TIMEOUT,
+            watching_predecessor(&client, "/herd", index + 1),
+        )
+        .await;
+        waiters.push((relay, client));
+    }
+    within(TEST_TIMEOUT, async {
+        for release in 0..WAITERS {
+            held.release().await.unwrap();
+            let (index, next) = acquisitions.recv().await.unwrap();
+            assert_eq!(index, release, "served in arrival order");
+            held = next;
+            // A notification precedes, on its connection, the reply to any later request.
+            for (_, client) in &waiters {
+                client.exists("/").await.unwrap();
+            }
+            let notified: Vec<usize> = waiters
+                .iter()
+                .map(|(relay, _)| relay.notifications())
+                .collect();
+            let expected: Vec<usize> = (0..WAITERS)
+                .map(|index| usize::from(index <= release))
+                .collect();
+            assert_eq!(
+                notified, expected,
+                "notifications per waiter after release {release}"
+            );
+        }
+    })
+    .await;
+}
+
+/// Waits until the client at `position` in the line under `dir` holds a data watch on the node
+/// just ahead of it (checkWatches asks the server about this very connection).
+async fn watching_predecessor(client: &Client, dir: &str, position: usize) {
+    loop {
+        let line = line_order(client.get_children(dir).await.unwrap());
+        if line.len() > position {
+            let path = format!("{dir}/{}", line[position - 1]);
+            if client.check_watches(&path, WatcherType::Data).await.is_ok() {
+                return;
+            }
+        }
+        tokio::time::sleep(POLL_PAUSE).await;
+    }
+}
+
+fn line_order(mut children: Vec<String>) -> Vec<String> {
+    children.sort_by_key(|name| name[name.len() - 10..].to_owned());
+    children
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_in_line_gets_the_lock_when_the_holder_session_is_closed() {
+    let server = ZkServer::start();
+    let holder = connect(&server.hosts()).await;
+    let waiter = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let held = Lock::new(&holder, "/closing").acquire().await.unwrap();
+        let lost = tokio::spawn(async move { (held.lost().await, held) });
+        let lock = Lock::new(&waiter, "/closing");
+        let waiting = tokio::spawn(async move { lock.acquire().await });
+        children_until(&waiter, "/closing", |count| count >= 2).await;
+        holder.close().await.unwrap(); // no unlock: the session's end releases
+        let next = waiting.await.unwrap().unwrap();
+        assert_eq!(
+            waiter.get_children("/closing").await.unwrap(),
+            [next.name()]
+        );
+        assert_eq!(lost.await.unwrap().0, Error::SessionClosed);
+    })
+    .await;
+}
+
+/// The holder's network goes away for longer than its session timeout: the server expires the
+/// session and the waiter gets the lock; when the holder reconnects it learns the hold was lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_lost_to_session_expiry_passes_on_and_is_reported() {
+    let server = ZkServer::start();
+    let relay = Relay::start(server.port).await;
+    let options = ClientOptions {
+        session_timeout_ms: 4_000, // the server's floor with the test config
+        ..ClientOptions::default()
+    };
+    let holder = connect_with(&relay.hosts(), options).await;
+    let waiter = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let held = Lock::new(&holder, "/expiring").acquire().await.unwrap();
+        let lock = Lock::new(&waiter, "/expiring");
+        let waiting = tokio::spawn(async move { lock.acquire().await });
+        children_until(&waiter, "/expiring", |count| count >= 2).await;
+        relay.cut().await;
+        let next = waiting.await.unwrap().unwrap();
+        assert_eq!(
+            waiter.get_children("/expiring").await.unwrap(),
+            [next.name()]
+        );
+        relay.heal();
+        assert_eq!(held.lost().await, Error::SessionExpired);
+        assert_eq!(holder.state(), SessionState::Expired);
+    })
+    .await;
+}
+
+/// Readers share, a writer waits for the readers ahead of it, and a reader arriving after a
+/// waiting writer does not overtake it.
+#[tokio::test(flavor = "multi_thread")]
+async fn read_write_lock_shares_reads_excludes_writes_and_does_not_starve_writers() {
+    let server = ZkServer::start();
+    let clients = connect_many(&server.hosts(), 4).await;
+    let lock = |index: usize| ReadWriteLock::new(&clients[index], "/rw");
+    within(TEST_TIMEOUT, async {
+        // Two readers hold the lock at the same time.
+        let first_reader = lock(0).read().await.unwrap();
+        let second_reader = lock(1).read().await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let readers_released = Arc::new(AtomicUsize::new(0));
+        let writer = tokio::spawn({
+            let (lock, order, readers_released) =
+                (lock(2), order.clone(), readers_released.clone());
+            async move {
+                let writing = lock.write().await.unwrap();
+                let released = readers_released.load(Ordering::SeqCst);
+                order.lock().unwrap().push("writer");
+                writing.release().await.unwrap();
+                released
+            }
+        });
+        children_until(&clients[0], "/rw", |count| count >= 3).await;
+        let late_reader = tokio::spawn({
+            let (lock, order) = (lock(3), order.clone());
+            async move {
+                let reading = lock.read().await.unwrap();
+                order.lock().unwrap().push("late reader");
+                reading.release().await.unwrap();
+            }
+        });
+        children_until(&clients[0], "/rw", |count| count >= 4).await;
+        for reader in [first_reader, second_reader] {
+            readers_released.fetch_add(1, Ordering::SeqCst);
+            reader.release().await.unwrap();
+        }
+        assert_eq!(
+            writer.await.unwrap(),
+            2,
+            "the writer waited for both readers"
+        );
+        late_reader.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["writer", "late reader"]);
+    })
+    .await;
+}
+
+/// A protected create whose reply is lost (the relay swallows it and cuts the connection) must
+/// adopt the node the server did create, not make a second one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_whose_reply_is_lost_leaves_exactly_one_node() {
+    let server = ZkServer::start();
+    let observer = connect(&server.hosts()).await;
+    let relay = Relay::start(server.port).await;
+    let client = connect(&relay.hosts()).await;
+    let acl = open_acl_unsafe();
+    for dir in ["/protected", "/protected/line", "/protected/queue"] {
+        observer
+            .create(dir, b"", &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+    }
+    within(TEST_TIMEOUT, async {
+        relay.lose_next_create_reply();
+        let held = Lock::new(&client, "/protected/line")
+            .acquire()
+            .await
+            .unwrap();
+        assert!(relay.create_reply_lost());
+        assert_eq!(
+            observer.get_children("/protected/line").await.unwrap(),
+            [held.name()]
+        );
+
+        relay.lose_next_create_reply();
+        let simple = SimpleLock::new(&client, "/protected/simple")
+            .acquire()
+            .await
+            .unwrap();
+        assert!(relay.create_reply_lost());
+        assert_eq!(simple.path(), "/protected/simple");
+
+        relay.lose_next_create_reply();
+        DistributedQueue::new(&client, "/protected/queue")
+            .put(b"once")
+            .await
+            .unwrap();
+        assert!(relay.create_reply_lost());
+        assert_eq!(
+            observer
+                .get_children("/protected/queue")
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Double barrier and election
+
+/// Processes arrive one after another; none may pass `enter` before the last has arrived, and
+/// none may pass `leave` before the last has started leaving.
+#[tokio::test(flavor = "multi_thread")]
+async fn double_barrier_holds_everyone_at_both_ends() {
+    const PROCESSES: usize = 5;
+    let server = ZkServer::start();
+    let observer = connect(&server.hosts()).await;
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let leaving = Arc::new(AtomicUsize::new(0));
+    let (go_leave, _) = tokio::sync::broadcast::channel::<usize>(PROCESSES);
+    let mut processes = JoinSet::new();
+    within(TEST_TIMEOUT, async {
+        for index in 0..PROCESSES {
+            let client = connect(&server.hosts()).await;
+            let (arrived, leaving) = (arrived.clone(), leaving.clone());
+            let mut told_to_leave = go_leave.subscribe();
+            processes.spawn(async move {
+                let mut barrier = DoubleBarrier::new(&client, "/barrier", PROCESSES);
+                arrived.fetch_add(1, Ordering::SeqCst);
+                barrier.enter().await.unwrap();
+                let arrived_at_entry = arrived.load(Ordering::SeqCst);
+                while told_to_leave.recv().await.unwrap() != index {}
+                leaving.fetch_add(1, Ordering::SeqCst);
+                barrier.leave().await.unwrap();
+                (arrived_at_entry, leaving.load(Ordering::SeqCst))
+            });
+            children_until(&observer, "/barrier", |count| count >= index + 1).await;
+        }
+        // Let them go one by one, each only once its predecessor has begun leaving.
+        for index in 0..PROCESSES {
+            go_leave.send(index).unwrap();
+            while leaving.load(Ordering::SeqCst) <= index {
+                tokio::time::sleep(POLL_PAUSE).await;
+            }
+        }
+        while let Some(outcome) = processes.join_next().await {
+            let (arrived_at_entry, leaving_at_exit) = outcome.unwrap();
+            assert_eq!(arrived_at_entry, PROCESSES, "passed enter early");
+            assert_eq!(leaving_at_exit, PROCESSES, "passed leave early");
+        }
+        let left_behind = line_nodes(observer.get_children("/barrier").await.unwrap());
+        assert!(left_behind.is_empty(), "{left_behind:?}");
+    })
+    .await;
+}
+
+fn line_nodes(children: Vec<String>) -> Vec<String> {
+    children
+        .into_iter()
+        .filter(|name| name != "ready")
+        .collect()
+}
+
+/// Candidates stand one after another; each leader checks it is alone, that `leader()` names it,
+/// then closes its session; leadership must pass down the line in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn election_has_one_leader_at_a_time_and_fails_over_in_line() {
+    const CANDIDATES: usize = 5;
+    let server = ZkServer::start();
+    let observer = connect(&server.hosts()).await;
+    let leaders_now = Arc::new(AtomicUsize::new(0));
+    let (led, mut leadership_order) = mpsc::unbounded_channel();
+    let (all_lined_up, lined_up) = tokio::sync::watch::channel(false);
+    within(TEST_TIMEOUT, async {
+        for index in 0..CANDIDATES {
+            let client = connect(&server.hosts()).await;
+            let (leaders_now, led) = (leaders_now.clone(), led.clone());
+            let mut lined_up = lined_up.clone();
+            tokio::spawn(async move {
+                let identity = format!("candidate {index}");
+                let election = LeaderElection::new(&client, "/election");
+                let leadership = election.campaign(identity.as_bytes()).await.unwrap();
+                assert_eq!(leaders_now.fetch_add(1, Ordering::SeqCst), 0, "two leaders");
+                let named = election.leader().await.unwrap();
+                // The first leader holds on until the whole line has formed behind it.
+                lined_up.wait_for(|all| *all).await.unwrap();
+                leaders_now.fetch_sub(1, Ordering::SeqCst);
+                led.send((index, named)).unwrap();
+                client.close().await.unwrap(); // the session's end hands leadership on
+                drop(leadership);
+            });
+            children_until(&observer, "/election", |count| count >= index + 1).await;
+        }
+        all_lined_up.send_replace(true);
+        for expected in 0..CANDIDATES {
+            let (index, named) = leadership_order.recv().await.unwrap();
+            assert_eq!(index, expected, "leadership passes in line order");
+            assert_eq!(named, Some(format!("candidate {index}").into_bytes()));
+        }
+        children_until(&observer, "/election", |count| count == 0).await;
+        let election = LeaderElection::new(&observer, "/election");
+        assert_eq!(election.leader().await.unwrap(), None);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue
+
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_is_fifo_across_producers_taking_turns() {
+    let server = ZkServer::start();
+    let producers = connect_many(&server.hosts(), 3).await;
+    let consumer = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let mut put = Vec::new();
+        for round in 0..4 {
+            for (index, producer) in producers.iter().enumerate() {
+                let item = format!("round {round} producer {index}").into_bytes();
+                DistributedQueue::new(producer, "/fifo")
+                    .put(&item)
+                    .await
+                    .unwrap();
+                put.push(item);
+            }
+        }
+        let queue = DistributedQueue::new(&consumer, "/fifo");
+        let mut taken = Vec::new();
+        for _ in 0..put.len() {
+            taken.push(queue.take().await.unwrap());
+        }
+        assert_eq!(taken, put);
+    })
+    .await;
+}
+
+/// Producers and consumers run at once; every item is consumed once, none twice, none lost, and
+/// each consumer takes its items in queue order.
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_delivers_each_item_to_exactly_one_of_many_consumers() {
+    const PRODUCERS: usize = 3;
+    const ITEMS_PER_PRODUCER: usize = 20;
+    const CONSUMERS: usize = 4;
+    let server = ZkServer::start();
+    let taken = Arc::new(Mutex::new(Vec::new()));
+    let remaining = Arc::new(AtomicI64::new((PRODUCERS * ITEMS_PER_PRODUCER) as i64));
+    let mut tasks = JoinSet::new();
+    for consumer in connect_many(&server.hosts(), CONSUMERS).await {
+        let (taken, remaining) = (taken.clone(), remaining.clone());
+        tasks.spawn(async move {
+            let queue = DistributedQueue::new(&consumer, "/work");
+            let mut mine: Vec<(usize, usize)> = Vec::new();
+            while remaining.fetch_sub(1, Ordering::SeqCst) > 0 {
+                let item = String::from_utf8(queue.take().await.unwrap()).unwrap();
+                let (producer, sequence) = item.split_once(':').unwrap();
+                mine.push((producer.parse().unwrap(), sequence.parse().unwrap()));
+            }
+            for producer in 0..PRODUCERS {
+                let own: Vec<usize> = mine
+                    .iter()
+                    .filter(|item| item.0 == producer)
+                    .map(|item| item.1)
+                    .collect();
+                assert!(
+                    own.windows(2).all(|pair| pair[0] < pair[1]),
+                    "out of order: {own:?}"
+                );
+            }
+            taken.lock().unwrap().extend(mine);
+        });
+    }
+    for (index, producer) in connect_many(&server.hosts(), PRODUCERS)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        tasks.spawn(async move {
+            let queue = DistributedQueue::new(&producer, "/work");
+            for sequence in 0..ITEMS_PER_PRODUCER {
+                queue
+                    .put(format!("{index}:{sequence}").as_bytes())
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    within(TEST_TIMEOUT, join_all(tasks)).await;
+    let mut taken = taken.lock().unwrap().clone();
+    taken.sort_unstable();
+    let everything: Vec<(usize, usize)> = (0..PRODUCERS)
+        .flat_map(|producer| (0..ITEMS_PER_PRODUCER).map(move |sequence| (producer, sequence)))
+        .collect();
+    assert_eq!(taken, everything);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Group membership, configuration, rendezvous
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_membership_changes_are_observed_as_made() {
+    let server = ZkServer::start();
+    let clients = connect_many(&server.hosts(), 3).await;
+    let group = |index: usize| Group::new(&clients[index], "/group");
+    within(TEST_TIMEOUT, async {
+        let mut watcher = group(0).watch_members().await.unwrap();
+        assert!(watcher.next().await.unwrap().is_empty());
+        let ann = group(1).join("ann", b"10.0.0.1").await.unwrap();
+        assert_eq!(watcher.next().await.unwrap(), ["ann"]);
+        let _bob = group(2).join("bob", b"10.0.0.2").await.unwrap();
+        assert_eq!(watcher.next().await.unwrap(), ["ann", "bob"]);
+        assert_eq!(
+            group(0).join("bob", b"").await.err(),
+            Some(Error::Server(ErrorCode::NodeExists)),
+            "names are unique"
+        );
+        ann.release().await.unwrap();
+        assert_eq!(watcher.next().await.unwrap(), ["bob"]);
+        clients[2].close().await.unwrap(); // a member's session ends: it leaves by itself
+        assert!(watcher.next().await.unwrap().is_empty());
+        assert!(group(0).members().await.unwrap().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_watcher_sees_each_change_in_order_and_always_the_last() {
+    let server = ZkServer::start();
+    let writer = connect(&server.hosts()).await;
+    let reader = connect(&server.hosts()).await;
+    let acl = open_acl_unsafe();
+    within(TEST_TIMEOUT, async {
+        let mut config = ConfigWatcher::new(&reader, "/config");
+        assert_eq!(config.next().await.unwrap(), None);
+        writer
+            .create("/config", b"v0", &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+        // One change at a time: each is seen, in order.
+        assert_eq!(config.next().await.unwrap().unwrap().data, b"v0");
+        for version in 1..=3 {
+            let data = format!("v{version}");
+            writer
+                .set_data("/config", data.as_bytes(), None)
+                .await
+                .unwrap();
+            let seen = config.next().await.unwrap().unwrap();
+            assert_eq!((seen.data, seen.version), (data.into_bytes(), version));
+        }
+        // A burst: versions may be skipped, never reordered, and the last one always arrives.
+        const LAST_VERSION: i32 = 40;
+        for version in 4..=LAST_VERSION {
+            writer
+                .set_data("/config", format!("v{version}").as_bytes(), None)
+                .await
+                .unwrap();
+        }
+        let mut previous = (3, 0);
+        loop {
+            let seen = config.next().await.unwrap().unwrap();
+            assert!(
+                (seen.version, seen.modified_zxid) > previous,
+                "went back to {seen:?}"
+            );
+            assert_eq!(seen.data, format!("v{}", seen.version).into_bytes());
+            previous = (seen.version, seen.modified_zxid);
+            if seen.version == LAST_VERSION {
+                break;
+            }
+        }
+        writer.delete("/config", None).await.unwrap();
+        assert_eq!(config.next().await.unwrap(), None);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rendezvous_waits_for_the_master_to_fill_it_in() {
+    let server = ZkServer::start();
+    let (starter, master, worker) = (
+        connect(&server.hosts()).await,
+        connect(&server.hosts()).await,
+        connect(&server.hosts()).await,
+    );
+    within(TEST_TIMEOUT, async {
+        // A worker that starts before the node even exists waits for it too.
+        let early = tokio::spawn({
+            let rendezvous = Rendezvous::new(&worker, "/jobs/42");
+            async move { rendezvous.wait_filled().await }
+        });
+        Rendezvous::new(&starter, "/jobs/42")
+            .create()
+            .await
+            .unwrap();
+        let on_time = tokio::spawn({
+            let rendezvous = Rendezvous::new(&worker, "/jobs/42");
+            async move { rendezvous.wait_filled().await }
+        });
+        // Both are still waiting: the node is empty.
+        let (data, _) = starter.get_data("/jobs/42").await.unwrap();
+        assert!(data.is_empty() && !early.is_finished() && !on_time.is_finished());
+        Rendezvous::new(&master, "/jobs/42")
+            .fill(b"10.0.0.7:7000")
+            .await
+            .unwrap();
+        assert_eq!(early.await.unwrap().unwrap(), b"10.0.0.7:7000");
+        assert_eq!(on_time.await.unwrap().unwrap(), b"10.0.0.7:7000");
+        assert_eq!(
+            Rendezvous::new(&worker, "/jobs/42")
+                .wait_filled()
+                .await
+                .unwrap(),
+            b"10.0.0.7:7000",
+            "a late worker reads it at once"
+        );
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+async fn connect_many(hosts: &str, count: usize) -> Vec<Client> {
+    let mut clients = Vec::with_capacity(count);
+    for _ in 0..count {
+        clients.push(connect(hosts).await);
+    }
+    clients
+}
+
+async fn join_all(mut tasks: JoinSet<()>) {
+    while let Some(outcome) = tasks.join_next().await {
+        outcome.unwrap();
+    }
+}
+
+/// Waits until the number of children of `dir` satisfies `wanted`, watching rather than polling.
+async fn children_until(client: &Client, dir: &str, wanted: impl Fn(usize) -> bool) {
+    loop {
+        match client.get_children_w(dir).await {
+            Ok((children, _)) if wanted(children.len()) => return,
+            Ok((_, changed)) => drop(changed.await.unwrap()),
+            Err(Error::Server(ErrorCode::NoNode)) => {
+                let (exists, created) = client.exists_w(dir).await.unwrap();
+                if exists.is_none() {
+                    created.await.unwrap();
+                }
+            }
+            Err(error) => panic!("listing {dir}: {error}"),
+        }
+    }
+}
+
+/// A TCP relay between one client and the server that reads the frames as they pass: it counts
+/// the watch notifications sent to the client, can swallow the reply to a successful create and
+/// cut the connection (so the create happened but the client cannot know), and can cut the
+/// network.
+struct Relay {
+    port: u16,
+    shared: Arc<RelayShared>,
+    connections: Arc<tokio::sync::Mutex<JoinSet<()>>>,
+}
+
+#[derive(Default)]
+struct RelayShared {
+    notifications: AtomicUsize,
+    lose_next_create_reply: AtomicBool,
+    create_replies_lost: AtomicUsize,
+    cut: AtomicBool,
+}
+
+/// The xid of a notification frame.
+const NOTIFICATION_XID: i32 = -1;
+/// Where a reply frame (length prefix included) holds its error code, after xid and zxid.
+const REPLY_ERROR_OFFSET: usize = 16;
+/// create and create2.
+const CREATE_OPCODES: [i32; 2] = [1, 15];
+
+impl Relay {
+    async fn start(server_port: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(RelayShared::default());
+        let connections = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
+        let (accept_shared, accept_connections) = (shared.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if accept_shared.cut.load(Ordering::SeqCst) {
+                    continue; // dropping the socket refuses the connection
+                }
+                let shared = accept_shared.clone();
+                accept_connections.lock().await.spawn(relay_connection(
+                    client,
+                    server_port,
+                    shared,
+                ));
+            }
+        });
+        Relay {
+            port,
+            shared,
+            connections,
+        }
+    }
+
+    fn hosts(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn notifications(&self) -> usize {
+        self.shared.notifications.load(Ordering::SeqCst)
+    }
+
+    fn lose_next_create_reply(&self) {
+        self.shared
+            .lose_next_create_reply
+            .store(true, Ordering::SeqCst);
+    }
+
+    /// True once, after the reply `lose_next_create_reply` asked for was swallowed.
+    fn create_reply_lost(&self) -> bool {
+        self.shared.create_replies_lost.swap(0, Ordering::SeqCst) == 1
+    }
+
+    async fn cut(&self) {
+        self.shared.cut.store(true, Ordering::SeqCst);
+        self.connections.lock().await.abort_all();
+    }
+
+    fn heal(&self) {
+        self.shared.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+async fn relay_connection(client: TcpStream, server_port: u16, shared: Arc<RelayShared>) {
+    let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)).await else {
+        return;
+    };
+    let (client_reader, client_writer) = client.into_split();
+    let (server_reader, server_writer) = server.into_split();
+    let last_create_xid = AtomicI64::new(i64::MIN);
+    // Either direction ending drops both sockets: the connection is cut.
+    tokio::select! {
+        _ = relay_requests(client_reader, server_writer, &last_create_xid) => {}
+        _ = relay_replies(server_reader, client_writer, &shared, &last_create_xid) => {}
+    }
+}
+
+/// Client to server; the first frame is the handshake, each later one starts with xid and opcode.
+async fn relay_requests(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    last_create_xid: &AtomicI64,
+) -> std::io::Result<()> {
+    let handshake = read_frame(&mut from).await?;
+    to.write_all(&handshake).await?;
+    loop {
+        let frame = read_frame(&mut from).await?;
+        let (xid, opcode) = (frame_i32(&frame, 4), frame_i32(&frame, 8));
+        if CREATE_OPCODES.contains(&opcode) {
+            last_create_xid.store(i64::from(xid), Ordering::SeqCst);
+        }
+        to.write_all(&frame).await?;
+    }
+}
+
+/// Server to client; the first frame is the handshake, each later one starts with its xid.
+async fn relay_replies(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    shared: &RelayShared,
+    last_create_xid: &AtomicI64,
+) -> std::io::Result<()> {
+    let handshake = read_frame(&mut from).await?;
+    to.write_all(&handshake).await?;
+    loop {
+        let frame = read_frame(&mut from).await?;
+        let xid = frame_i32(&frame, 4);
+        if xid == NOTIFICATION_XID {
+            shared.notifications.fetch_add(1, Ordering::SeqCst);
+        }
+        let created = i64::from(xid) == last_create_xid.load(Ordering::SeqCst)
+            && frame_i32(&frame, REPLY_ERROR_OFFSET) == 0;
+        if created && shared.lose_next_create_reply.swap(false, Ordering::SeqCst) {
+            shared.create_replies_lost.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        to.write_all(&frame).await?;
+    }
+}
+
+/// One length-prefixed frame, prefix included.
+async fn read_frame(from: &mut OwnedReadHalf) -> std::io::Result<Vec<u8>> {
+    let length = from.read_u32().await?;
+    let mut frame = length.to_be_bytes().to_vec();
+    frame.resize(4 + length as usize, 0);
+    from.read_exact(&mut frame[4..]).await?;
+    Ok(frame)
+}
+
+fn frame_i32(frame: &[u8], offset: usize) -> i32 {
+    i32::from_be_bytes(frame[offset..offset + 4].try_into().unwrap())
+}
