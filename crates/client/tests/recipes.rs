@@ -363,7 +363,7 @@ async fn double_barrier_holds_everyone_at_both_ends() {
                 barrier.leave().await.unwrap();
                 (arrived_at_entry, leaving.load(Ordering::SeqCst))
             });
-            children_until(&observer, "/barrier", |count| count >= index + 1).await;
+            children_until(&observer, "/barrier", |count| count > index).await;
         }
         // Let them go one by one, each only once its predecessor has begun leaving.
         for index in 0..PROCESSES {
@@ -418,7 +418,7 @@ async fn election_has_one_leader_at_a_time_and_fails_over_in_line() {
                 client.close().await.unwrap(); // the session's end hands leadership on
                 drop(leadership);
             });
-            children_until(&observer, "/election", |count| count >= index + 1).await;
+            children_until(&observer, "/election", |count| count > index).await;
         }
         all_lined_up.send_replace(true);
         for expected in 0..CANDIDATES {
