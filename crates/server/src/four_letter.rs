@@ -203,7 +203,8 @@ fn cons(view: &View<'_>) -> String {
                 operation_name(stats.last_opcode),
                 stats.established_wall_ms,
                 connection.timeout_ms,
-                stats.last_cxid,
+                // A Java long in ZooKeeper: -1 after crst prints as 0xffffffffffffffff.
+                i64::from(stats.last_cxid),
                 stats.last_zxid,
                 stats.last_response_ms,
                 stats.last_latency_ms,
