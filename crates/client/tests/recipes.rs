@@ -21,7 +21,7 @@ use zoolog_client::{
     open_acl_unsafe, Client, ClientOptions, CreateMode, Error, ErrorCode, SessionState, WatcherType,
 };
 
-const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL_PAUSE: Duration = Duration::from_millis(10);
 
 // ---------------------------------------------------------------------------------------------
