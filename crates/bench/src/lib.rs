@@ -10,11 +10,11 @@
 //! the results so far are still written: CSV files, `summary.md` (the printed tables) and the
 //! Figure 5 plot, into `./bench-results/<UTC timestamp>/` unless `--out` says otherwise.
 
+mod bounded;
 mod control;
 mod options;
 mod plot;
 mod progress;
-mod recipes;
 mod report;
 mod servers;
 mod stats;

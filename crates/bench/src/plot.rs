@@ -139,13 +139,15 @@ fn draw_panel<Backend: DrawingBackend>(
         .caption(title, (FONT_FAMILY, 22))
         .margin(15)
         .x_label_area_size(45)
-        .y_label_area_size(70)
+        .y_label_area_size(90)
         .build_cartesian_2d(0.0..100.0, 0.0..y_max.max(1.0))
         .map_err(|error| error.to_string())?;
     chart
         .configure_mesh()
         .x_desc("read requests (%)")
         .y_desc(y_label)
+        .x_label_formatter(&|percent| format!("{percent:.0}"))
+        .y_label_formatter(&|value| format_axis_value(*value))
         .label_style((FONT_FAMILY, 14))
         .draw()
         .map_err(|error| error.to_string())?;
@@ -169,9 +171,19 @@ fn draw_panel<Backend: DrawingBackend>(
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .label_font((FONT_FAMILY, 14))
         .draw()
         .map_err(|error| error.to_string())
+}
+
+/// Whole numbers for large values (operations/s), two decimals for small ones (milliseconds).
+fn format_axis_value(value: f64) -> String {
+    if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
 }

@@ -1,17 +1,19 @@
 //! Table 3 of the ZooKeeper paper: N clients pass double barriers in lock-step, each entering
 //! and leaving barrier r before entering barrier r+1. Reported as barriers per second (the
 //! paper reports seconds for b barriers: b divided by this rate) and the latency of one
-//! barrier (enter plus leave) as each client sees it.
+//! barrier (enter plus leave) as each client sees it. The barrier is the client's
+//! [`DoubleBarrier`] recipe, one fresh directory per round as it asks.
 
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use zoolog_client::recipes::DoubleBarrier;
 use zoolog_client::{Client, Error};
 
 use super::{close_all, Context, Recorder};
+use crate::bounded::{within, WaitError};
 use crate::control::{Signal, Window};
-use crate::recipes::{create_if_absent, DoubleBarrier, RecipeError};
 use crate::stats::{Measurement, Workload};
 
 /// Bound on the barriers of one point.
@@ -43,7 +45,6 @@ pub async fn measure_rounds(
     parent: &str,
 ) -> Result<Measurement, Error> {
     let sessions = context.connect_sessions(clients, 16).await?;
-    create_if_absent(&sessions[0], parent).await?;
     let (window, progress) = context.begin_point(workload, point);
     let recorder = Arc::new(Recorder::default());
     // Set by the first participant to stop, so nobody waits for a round that will not fill.
@@ -54,7 +55,6 @@ pub async fn measure_rounds(
         let participant = Participant {
             client: session.clone(),
             parent: parent.to_string(),
-            name: format!("client-{index:04}"),
             size: clients,
             is_counting: index == 0,
         };
@@ -85,7 +85,6 @@ fn forward(from: Signal, to: Signal) -> tokio::task::JoinHandle<()> {
 struct Participant {
     client: Client,
     parent: String,
-    name: String,
     size: usize,
     /// One participant feeds the progress bar, so it shows barriers, not client-barriers.
     is_counting: bool,
@@ -101,13 +100,14 @@ impl Participant {
                 break;
             }
             let path = format!("{}/round-{round}", self.parent);
-            let barrier = DoubleBarrier::new(&self.client, &path, &self.name, self.size);
+            let mut barrier = DoubleBarrier::new(&self.client, &path, self.size);
             let started = Instant::now();
-            let passed = match barrier.enter(&give_up).await {
-                Ok(()) => barrier.leave(&give_up).await,
-                Err(error) => Err(error),
-            };
-            if matches!(passed, Err(RecipeError::GaveUp)) {
+            let passed = within(&give_up, async {
+                barrier.enter().await?;
+                barrier.leave().await
+            })
+            .await;
+            if matches!(passed, Err(WaitError::GaveUp)) {
                 break;
             }
             if passed.is_ok() && window.is_measured(started) {
@@ -126,7 +126,7 @@ impl Participant {
         &self,
         window: &Window,
         started: Instant,
-        passed: &Result<(), RecipeError>,
+        passed: &Result<(), WaitError>,
         recorder: &Recorder,
     ) {
         if self.is_counting {

@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zoolog_client::{Client, ClientOptions, Error, ErrorCode};
+use zoolog_client::{open_acl_unsafe, Client, ClientOptions, CreateMode, Error, ErrorCode};
 
 use crate::control::{Signal, Window};
 use crate::options::Options;
 use crate::progress::Progress;
-use crate::recipes::{create_if_absent, delete_if_present};
 use crate::stats::{LatencyHistogram, Measurement, Workload};
 
 /// Every node the benchmark creates lives under this one.
@@ -198,6 +197,25 @@ impl Recorder {
             latency: recorded.latencies.summary(),
             complete: window.ran_to_end(),
         }
+    }
+}
+
+/// Creates a persistent node; one that exists already is fine.
+async fn create_if_absent(client: &Client, path: &str) -> Result<(), Error> {
+    let created = client
+        .create(path, b"", &open_acl_unsafe(), CreateMode::Persistent)
+        .await;
+    match created {
+        Err(error) if error.code() == ErrorCode::NodeExists => Ok(()),
+        created => created.map(drop),
+    }
+}
+
+/// Deletes a node; one that is gone already is fine.
+async fn delete_if_present(client: &Client, path: &str) -> Result<(), Error> {
+    match client.delete(path, None).await {
+        Err(error) if error.code() == ErrorCode::NoNode => Ok(()),
+        deleted => deleted,
     }
 }
 

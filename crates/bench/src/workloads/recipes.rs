@@ -2,19 +2,21 @@
 //! one queue hand-off and one query. The paper does not say how many clients took part, so
 //! this is an approximation: barrier and lock are contended by `--recipe-clients` sessions,
 //! the queue has one producer and one consumer (latency: put until the consumer holds the
-//! item), and the query is one session reading a 1-node value synchronously.
+//! item), and the query is one session reading one node synchronously. Barrier, lock and
+//! queue are the client's recipes ([`zoolog_client::recipes`]).
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use zoolog_client::recipes::{DistributedQueue, Lock};
 use zoolog_client::{open_acl_unsafe, Client, CreateMode, Error};
 
 use super::barrier::measure_rounds;
-use super::{close_all, Context, Recorder};
+use super::{close_all, create_if_absent, Context, Recorder};
+use crate::bounded::{within, WaitError, WAIT_MAX};
 use crate::control::{Signal, Window};
-use crate::recipes::{create_if_absent, Lock, Queue, RecipeError, WAIT_MAX};
 use crate::stats::{Measurement, Workload};
 
 pub const RECIPES: [&str; 4] = ["barrier", "lock", "queue", "query"];
@@ -67,10 +69,10 @@ async fn measure_lock(
                     break;
                 }
                 let started = Instant::now();
-                let cycled = match lock.acquire(window.interrupt()).await {
-                    Ok(held) => held.release().await.map_err(RecipeError::from),
-                    Err(error) => Err(error),
-                };
+                let cycled = within(window.interrupt(), async {
+                    lock.acquire().await?.release().await
+                })
+                .await;
                 recorder.record(&window, started, &cycled);
             }
         });
@@ -91,15 +93,15 @@ async fn measure_queue(context: &Context<'_>, path: &str) -> Result<Measurement,
         give_up.clone(),
         taken_sender,
     ));
-    let queue = Queue::new(&sessions[0], path);
+    let queue = DistributedQueue::new(&sessions[0], path);
     for _ in 0..OPERATIONS_MAX {
         if !window.is_open() {
             break;
         }
         let started = Instant::now();
         let handed_over = match queue.put(b"item").await {
-            Ok(()) => wait_for_consumer(&mut taken, &window).await,
-            Err(error) => Err(RecipeError::from(error)),
+            Ok(_) => wait_for_consumer(&mut taken, &window).await,
+            Err(error) => Err(WaitError::Client(error)),
         };
         recorder.record(&window, started, &handed_over);
         if handed_over.is_err() {
@@ -113,9 +115,9 @@ async fn measure_queue(context: &Context<'_>, path: &str) -> Result<Measurement,
 
 /// Takes items until `give_up`, telling the producer about each.
 async fn consume(client: Client, path: String, give_up: Signal, taken: mpsc::Sender<()>) {
-    let queue = Queue::new(&client, &path);
+    let queue = DistributedQueue::new(&client, &path);
     for _ in 0..OPERATIONS_MAX {
-        if queue.take(&give_up).await.is_err() || taken.send(()).await.is_err() {
+        if within(&give_up, queue.take()).await.is_err() || taken.send(()).await.is_err() {
             break;
         }
     }
@@ -124,11 +126,11 @@ async fn consume(client: Client, path: String, give_up: Signal, taken: mpsc::Sen
 async fn wait_for_consumer(
     taken: &mut mpsc::Receiver<()>,
     window: &Window,
-) -> Result<(), RecipeError> {
+) -> Result<(), WaitError> {
     tokio::select! {
-        received = taken.recv() => received.ok_or(RecipeError::GaveUp),
-        _ = window.interrupt().wait() => Err(RecipeError::GaveUp),
-        _ = tokio::time::sleep(WAIT_MAX) => Err(RecipeError::Stalled),
+        received = taken.recv() => received.ok_or(WaitError::GaveUp),
+        _ = window.interrupt().wait() => Err(WaitError::GaveUp),
+        _ = tokio::time::sleep(WAIT_MAX) => Err(WaitError::Stalled),
     }
 }
 
