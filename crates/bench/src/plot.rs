@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::report::format_number;
 use crate::stats::{Measurement, Workload};
 
 const FONT_FAMILY: &str = "sans-serif";
@@ -147,7 +148,7 @@ fn draw_panel<Backend: DrawingBackend>(
         .x_desc("read requests (%)")
         .y_desc(y_label)
         .x_label_formatter(&|percent| format!("{percent:.0}"))
-        .y_label_formatter(&|value| format_axis_value(*value))
+        .y_label_formatter(&|value| format_number(*value))
         .label_style((FONT_FAMILY, 14))
         .draw()
         .map_err(|error| error.to_string())?;
@@ -177,13 +178,4 @@ fn draw_panel<Backend: DrawingBackend>(
         .label_font((FONT_FAMILY, 14))
         .draw()
         .map_err(|error| error.to_string())
-}
-
-/// Whole numbers for large values (operations/s), two decimals for small ones (milliseconds).
-fn format_axis_value(value: f64) -> String {
-    if value.abs() >= 100.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.2}")
-    }
 }

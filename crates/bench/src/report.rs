@@ -101,6 +101,15 @@ fn workload_title(workload: Workload) -> &'static str {
     }
 }
 
+/// Whole numbers for large values (rates), two decimals for small ones (milliseconds).
+pub fn format_number(value: f64) -> String {
+    if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
 fn table_ms(value_ms: Option<f64>) -> String {
     value_ms
         .map(|ms| format!("{ms:.2}"))
@@ -158,18 +167,21 @@ pub fn ratios(results: &[Measurement]) -> Vec<Ratio> {
 }
 
 pub fn ratios_table(ratios: &[Ratio]) -> String {
+    if ratios.is_empty() {
+        return "No point was measured on both servers.\n".into();
+    }
     let mut text = String::from(
         "| workload | point | metric | zoolog | Apache | zoolog/Apache |\n|---|---|---|---:|---:|---:|\n",
     );
     for ratio in ratios {
         let _ = writeln!(
             text,
-            "| {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.2} |",
             ratio.workload.name(),
             ratio.point,
             ratio.metric,
-            ratio.zoolog,
-            ratio.apache,
+            format_number(ratio.zoolog),
+            format_number(ratio.apache),
             ratio.value()
         );
     }
@@ -299,6 +311,16 @@ mod tests {
             .nth(1)
             .unwrap()
             .ends_with(",3.0000"));
+    }
+
+    #[test]
+    fn numbers_keep_the_digits_that_matter() {
+        assert_eq!(format_number(85821.4), "85821");
+        assert_eq!(format_number(0.0912), "0.09");
+        assert_eq!(
+            ratios_table(&[]),
+            "No point was measured on both servers.\n"
+        );
     }
 
     #[test]
