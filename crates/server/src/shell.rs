@@ -267,7 +267,8 @@ async fn start_operator_servers(
     for (name, addr, routes) in listeners {
         match TcpListener::bind(addr).await {
             Ok(listener) => {
-                tracing::info!(address = %addr, "{name} listening");
+                let address = listener.local_addr().unwrap_or(addr);
+                tracing::info!(%address, "{name} listening");
                 servers.push(tokio::spawn(http::serve(listener, timeout, routes)));
             }
             Err(error) => {
