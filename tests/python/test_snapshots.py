@@ -84,3 +84,26 @@ def test_zxids_keep_growing_after_recovery_from_a_snapshot(server_factory):
     assert stat.czxid > last, "positions continue after the recovered ones"
     assert len(snapshot_files(server)) >= 1
     client.stop()
+
+
+def test_a_snapshot_due_during_replay_is_saved_and_later_ones_follow(server_factory):
+    """A long recovered tail (as after a crash while a snapshot was being written) makes a
+    snapshot fall due during replay; it must be saved, and snapshots must keep coming after."""
+    server = server_factory("snapCount=100000")
+    client = connect(server)
+    for i in range(300):
+        client.create(f"/tail{i}", b"")
+    client.stop()
+    server.stop()
+    assert snapshot_files(server) == [], "no snapshot yet: the whole history is log tail"
+    with open(server.directory / "zoo.cfg", "a") as cfg:
+        cfg.write("snapCount=100\n")
+    server.restart()
+    client = connect(server)
+    recovered_snapshots = snapshot_files(server)
+    for i in range(250):
+        client.create(f"/more{i}", b"")
+    client.stop()
+    later_snapshots = snapshot_files(server)
+    assert recovered_snapshots, "the snapshot due during replay was saved"
+    assert set(later_snapshots) - set(recovered_snapshots), "snapshots continue after replay"

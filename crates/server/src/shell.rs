@@ -185,36 +185,23 @@ async fn serve(
     if let Some(snapshot) = recovered_snapshot {
         core.metrics.recovered_snapshot(snapshot);
     }
-    for (position, entry) in replay {
-        let outputs = core.handle(
-            Input::Committed {
-                position: position as i64,
-                entry,
-            },
-            clock.now(),
-        );
-        debug_assert!(
-            outputs
-                .iter()
-                .all(|o| matches!(o, Output::SaveSnapshot { .. })),
-            "replay answers nobody"
-        );
-    }
     let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
     let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
     let purge = (config.purge_interval_hours > 0)
         .then(|| tokio::spawn(purge_loop(log.clone(), config.purge_interval_hours)));
     let operator_servers = start_operator_servers(&config, &messages).await;
-    let result = CoreTask {
+    let mut task = CoreTask {
         core,
         config,
         log,
         clock,
         messages,
         connections: HashMap::new(),
-    }
-    .run(inbox, committed)
-    .await;
+    };
+    // Through the same output path as live entries: a snapshot that falls due during replay
+    // (a crash while the previous one was being written) must be saved, not dropped.
+    task.replay(replay);
+    let result = task.run(inbox, committed).await;
     accept.abort();
     if let Some(purge) = purge {
         purge.abort();
@@ -398,6 +385,20 @@ impl CoreTask {
         }
         tracing::info!("shutting down");
         Ok(())
+    }
+
+    /// Applies the recovered log tail before any client is accepted, so nobody is answered.
+    fn replay(&mut self, entries: Vec<(u64, bytes::Bytes)>) {
+        for (position, entry) in entries {
+            self.input(Input::Committed {
+                position: position as i64,
+                entry,
+            });
+        }
+        assert!(
+            self.connections.is_empty(),
+            "replay runs before the first connection"
+        );
     }
 
     fn message(&mut self, message: Message) {
