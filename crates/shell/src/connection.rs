@@ -41,10 +41,15 @@ impl Connection {
 
     /// Ends the session on the server (its ephemerals go at once), if there is one.
     pub async fn close(&mut self) {
-        let client = self.cell().take();
+        // The closed client stays in the cell so that the prompt says CLOSED, as zkCli's does.
+        let client = self.cell().clone();
         if let Some(client) = client {
-            // A session that cannot be closed politely is left to expire: nothing else to do.
-            let _ = client.close().await;
+            // The reply to the close comes before the client records the Closed state; waiting
+            // for it keeps the next prompt from saying CONNECTED. A session that cannot be
+            // closed politely is left to expire: nothing else to do.
+            if client.close().await.is_ok() {
+                client.wait_for_state(SessionState::is_final).await;
+            }
         }
     }
 

@@ -176,10 +176,10 @@ impl ShellHelper {
         let Some(client) = client else {
             return Vec::new();
         };
-        let listed = self.runtime.block_on(tokio::time::timeout(
-            COMPLETION_TIMEOUT,
-            client.get_children(parent),
-        ));
+        // The timer must be made inside the runtime, hence the async block.
+        let listed = self.runtime.block_on(async {
+            tokio::time::timeout(COMPLETION_TIMEOUT, client.get_children(parent)).await
+        });
         match listed {
             Ok(Ok(children)) => children,
             _ => Vec::new(),
