@@ -272,7 +272,9 @@ fn utc_timestamp(unix_s: u64) -> String {
 /// The proleptic Gregorian date of a day number counted from 1970-01-01, by walking whole
 /// years and then months (at most a few thousand steps for any date a clock can give).
 fn civil_date(mut days: u64) -> (u64, u64, u64) {
-    let is_leap = |year: u64| (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let is_leap = |year: u64| {
+        (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
+    };
     let mut year = 1970;
     loop {
         let year_days = if is_leap(year) { 366 } else { 365 };

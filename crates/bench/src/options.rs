@@ -178,10 +178,7 @@ mod tests {
 
     #[test]
     fn no_arguments_give_the_defaults() {
-        assert_eq!(
-            parse_words(""),
-            Ok(Command::Bench(Box::new(Options::default())))
-        );
+        assert_eq!(parse_words(""), Ok(Command::Bench(Box::default())));
     }
 
     #[test]

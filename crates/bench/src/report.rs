@@ -132,8 +132,11 @@ impl Ratio {
     }
 }
 
+/// Reads one metric off a row.
+type MetricReader = fn(&Measurement) -> Option<f64>;
+
 /// The metrics compared, with how to read them off a row.
-const COMPARED_METRICS: [(&str, fn(&Measurement) -> Option<f64>); 3] = [
+const COMPARED_METRICS: [(&str, MetricReader); 3] = [
     ("rate/s (higher is better)", |row| Some(row.rate_per_s())),
     ("p50 ms (lower is better)", |row| row.latency.p50_ms),
     ("p99 ms (lower is better)", |row| row.latency.p99_ms),
