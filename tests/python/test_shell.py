@@ -223,6 +223,18 @@ def test_close_and_connect_print_session_events(server, terminal_factory):
     term.wait_for(r"^Node does not exist: /mine$")
 
 
+def test_losing_and_regaining_the_server_prints_session_events(server, terminal_factory):
+    term = terminal_factory(server)
+    term.wait_for(prompt(server, 0) + "$")
+    server.stop()
+    lost = term.wait_for(r"^WatchedEvent state:Disconnected type:None path:null zxid: -1$")
+    server.restart()
+    term.wait_for(r"^WatchedEvent state:SyncConnected type:None path:null zxid: -1$", lost.end())
+    # The session survived the restart: it works with no reconnect by hand.
+    term.run("ls /zookeeper")
+    term.wait_for(r"^\[config, quota\]$", lost.end())
+
+
 def test_one_command_with_c_or_trailing_words(server):
     assert shell(server, "-c", "create /one x") == (0, "Created /one\n", "")
     assert shell(server, "get", "/one") == (0, "x\n", "")
