@@ -241,3 +241,16 @@ fn report(spec: &CommandSpec, failure: Failure) {
         Failure::NotConnected => println!("Not connected"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+
+    #[test]
+    fn exit_statuses_are_zkclis() {
+        assert_eq!(Outcome::Succeeded.exit_status(), 0);
+        assert_eq!(Outcome::Quit.exit_status(), 0);
+        assert_eq!(Outcome::Failed.exit_status(), 1);
+        assert_eq!(Outcome::NotFound.exit_status(), 127);
+    }
+}
