@@ -33,6 +33,27 @@ pub(crate) fn remove_file(path: &Path) -> Result<(), LogError> {
     fs::remove_file(path).context(|| format!("delete {}", path.display()))
 }
 
+/// Bytes a purge releases per file-system journal commit.
+const PURGE_STEP_BYTES: u64 = 1024 * 1024;
+
+/// Deletes a large file without stalling the WAL. Unlinking a 64 MiB segment at once makes
+/// ext4 free (and, on a `discard` mount, trim) every block in the one journal commit that the
+/// WAL's next fdatasync then waits for: measured here as an ~80 ms stall of all writes, every
+/// snapshot. Shrinking the file step by step, each step committed on its own, keeps every
+/// commit small. A crash part-way leaves a shorter doomed file that the next purge finishes.
+pub(crate) fn remove_file_gradually(path: &Path) -> Result<(), LogError> {
+    let context = || format!("delete {}", path.display());
+    let file = OpenOptions::new().write(true).open(path).context(context)?;
+    let mut length = file.metadata().context(context)?.len();
+    while length > 0 {
+        length = length.saturating_sub(PURGE_STEP_BYTES);
+        file.set_len(length).context(context)?;
+        file.sync_all().context(context)?;
+    }
+    drop(file);
+    remove_file(path)
+}
+
 /// An exclusive advisory lock on a directory, held for as long as this value lives, so two
 /// logs (in one process or two) never write the same files.
 #[derive(Debug)]
@@ -70,4 +91,20 @@ pub(crate) fn same_dir(a: &Path, b: &Path) -> Result<bool, LogError> {
             .context(|| format!("resolve {}", path.display()))
     };
     Ok(canonical(a)? == canonical(b)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gradual_removal_deletes_files_larger_than_one_step() {
+        let dir = tempfile::tempdir().unwrap();
+        for length in [0, 1, PURGE_STEP_BYTES, 2 * PURGE_STEP_BYTES + 17] {
+            let path = dir.path().join(format!("f{length}"));
+            File::create(&path).unwrap().set_len(length).unwrap();
+            remove_file_gradually(&path).unwrap();
+            assert!(!path.exists(), "a file of {length} bytes is gone");
+        }
+    }
 }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
-use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file, same_dir, DirLock};
+use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file_gradually, same_dir, DirLock};
 use crate::record::{encode_record, encoded_len, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::{
     first_segment_to_read, parse_segment_file_name, segment_file_name, segments_to_purge,
@@ -282,7 +282,7 @@ impl SingleLog {
         let first_positions = list_segments(&self.wal_dir)?;
         let doomed = segments_to_purge(&first_positions, oldest_retained);
         for first_position in doomed {
-            remove_file(&self.wal_dir.join(segment_file_name(*first_position)))?;
+            remove_file_gradually(&self.wal_dir.join(segment_file_name(*first_position)))?;
         }
         if !doomed.is_empty() {
             fsync_dir(&self.wal_dir)?;

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 
 use crate::error::{IoContext, LogError};
-use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file};
+use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file, remove_file_gradually};
 use crate::{Position, POSITION_MAX};
 
 const MAGIC: &[u8; 8] = b"ZLSNAP01";
@@ -263,7 +263,7 @@ impl SnapshotStore {
             .filter(|position| *position < oldest_retained)
             .collect();
         for &position in &doomed {
-            remove_file(&self.path_of(position))?;
+            remove_file_gradually(&self.path_of(position))?;
         }
         if !doomed.is_empty() {
             fsync_dir(&self.dir)?;
