@@ -1176,8 +1176,15 @@ impl Builder {
                 max_origin: self.max_session.map(|(_, o)| o),
             });
         }
-        if let Some(id) = read_myid(&c.data_dir)? {
-            c.server_id = id;
+        // Standalone ZooKeeper never reads myid, and Debian's /var/lib/zookeeper/myid holds
+        // placeholder text: a bad one must not stop a standalone server. (An ensemble member
+        // needs its id; when server.N lines are honoured this becomes an error again for them.)
+        match read_myid(&c.data_dir) {
+            Ok(Some(id)) => c.server_id = id,
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!("{error}; ignored by a standalone server, which uses id 1")
+            }
         }
         c.prometheus_addr = self
             .prometheus_enabled
