@@ -3,7 +3,7 @@
 //! ephemeral sets, quota roots, totals) is rebuilt on decode, and decode checks every invariant
 //! it relies on, so corrupt input is an error, never a panic.
 
-use crate::node::{Node, NodeKind};
+use crate::node::{Children, Node, NodeKind};
 use crate::path;
 use crate::tree::{DataTree, SessionInfo, CONFIG_PATH, QUOTA_PATH, ZOOKEEPER_PATH};
 use crate::TreeConfig;
@@ -118,7 +118,7 @@ impl DataTree {
         }
         if index > 0 {
             let parent = path::parent_of(path).and_then(|parent| self.nodes.get(parent));
-            if parent.is_none_or(Node::is_session_ephemeral) {
+            if parent.is_none_or(|parent| parent.is_session_ephemeral()) {
                 return Err(inconsistent(format!(
                     "{path} comes before its parent, or under an ephemeral"
                 )));
@@ -210,7 +210,7 @@ fn decode_node(reader: &mut Reader<'_>) -> Result<(String, Node), SnapshotError>
         },
         tag => return Err(inconsistent(format!("{path}: unknown node kind {tag}"))),
     };
-    let children = OrdSet::new();
+    let children = Children::default();
     let node = Node {
         data,
         acl,

@@ -2,10 +2,9 @@
 //! failure deciding the error code, and nothing mutated before every check has passed.
 
 use crate::acl;
-use crate::node::{Node, NodeKind};
+use crate::node::{Children, Node, NodeKind};
 use crate::path;
-use crate::tree::{is_protected, DataTree, Txn};
-use imbl::OrdSet;
+use crate::tree::{is_protected, node_mut, DataTree, Txn};
 use std::borrow::Cow;
 use std::sync::Arc;
 use zoolog_proto::codes::perms;
@@ -189,7 +188,7 @@ impl DataTree {
             aversion: 0,
             child_creations: 0,
             pzxid: txn.zxid,
-            children: OrdSet::new(),
+            children: Children::default(),
         };
         self.insert_node(&path, node, txn);
         Ok(CreateResponse { path })
@@ -257,7 +256,7 @@ impl DataTree {
         let node = self.nodes.get(&request.path).ok_or(ErrorCode::NoNode)?;
         self.require(&node.acl, perms::ADMIN, txn.identities)?;
         check_version(node.aversion, request.version)?;
-        let node = self.nodes.get_mut(&request.path).expect("checked above");
+        let node = node_mut(&mut self.nodes, &request.path).expect("checked above");
         node.acl = Arc::new(acl);
         node.aversion = node.aversion.wrapping_add(1);
         Ok(node.stat())
@@ -275,7 +274,10 @@ impl DataTree {
         if !path::is_valid(path) {
             return Err(ErrorCode::BadArguments);
         }
-        self.nodes.get(path).ok_or(ErrorCode::NoNode)
+        self.nodes
+            .get(path)
+            .map(|node| &**node)
+            .ok_or(ErrorCode::NoNode)
     }
 
     /// NOAUTH unless the caller holds one of `wanted_perms` on `acl`.
@@ -392,6 +394,7 @@ fn failed_multi_results(op_count: usize, failed_index: usize, code: ErrorCode) -
 
 #[cfg(test)]
 mod tests {
+    use crate::tree::node_mut;
     use crate::{Command, CommandOp, DataTree, Outcome, TreeConfig};
     use zoolog_proto::*;
 
@@ -441,7 +444,7 @@ mod tests {
                 flags: 0,
             }),
         );
-        let node = tree.nodes.get_mut("/v").unwrap();
+        let node = node_mut(&mut tree.nodes, "/v").unwrap();
         node.version = i32::MAX;
         node.aversion = -2;
         node.child_creations = i32::MAX;
