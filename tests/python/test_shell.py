@@ -241,6 +241,12 @@ def test_one_command_with_c_or_trailing_words(server):
     assert shell(server, "-c", 'set /one "two words"') == (0, "", "")
     assert shell(server, "-c", "get /one") == (0, "two words\n", "")
     assert shell(server, "-c", "get /nope") == (1, "", "Node does not exist: /nope\n")
+    # As in zkCli, a node created without data holds null data, which `get` prints as null,
+    # unlike a node created with empty data.
+    assert shell(server, "-c", "create /bare") == (0, "Created /bare\n", "")
+    assert shell(server, "-c", "get /bare") == (0, "null\n", "")
+    assert shell(server, "-c", 'create /blank ""') == (0, "Created /blank\n", "")
+    assert shell(server, "-c", "get /blank") == (0, "\n", "")
     assert shell(server, "-c", "ls") == (1, "", "ls [-s] [-w] [-R] path\n")
     status, out, err = shell(server, "-c", "bogus")
     assert (status, out) == (127, "")

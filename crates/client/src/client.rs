@@ -140,7 +140,7 @@ impl Client {
     pub async fn create(
         &self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<String, Error> {
@@ -157,7 +157,7 @@ impl Client {
     pub async fn create2(
         &self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat), Error> {
@@ -171,7 +171,7 @@ impl Client {
     pub async fn create_ttl(
         &self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl: &[Acl],
         mode: CreateMode,
         ttl_ms: i64,
@@ -213,13 +213,14 @@ impl Client {
         Ok((exists_result(response)?, watch))
     }
 
-    pub async fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat), Error> {
+    /// The node's data (`None` when it is null, as opposed to empty) and Stat.
+    pub async fn get_data(&self, path: &str) -> Result<(Option<Vec<u8>>, Stat), Error> {
         let request = Request::GetData(self.path_watch_request(path, false)?);
         data_result(self.call(request, None).await?)
     }
 
     /// Like [`Client::get_data`], and watches for the node's next change or deletion.
-    pub async fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Watch), Error> {
+    pub async fn get_data_w(&self, path: &str) -> Result<(Option<Vec<u8>>, Stat, Watch), Error> {
         let request = Request::GetData(self.path_watch_request(path, true)?);
         let (sender, watch) = watches::one_shot();
         let response = self
@@ -232,16 +233,16 @@ impl Client {
         Ok((data, stat, watch))
     }
 
-    /// Replaces the node's data; `version: None` whatever the version.
+    /// Replaces the node's data (`None` makes it null); `version: None` whatever the version.
     pub async fn set_data(
         &self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         version: Option<i32>,
     ) -> Result<Stat, Error> {
         let request = Request::SetData(SetDataRequest {
             path: self.server_path(path)?,
-            data: Some(data.to_vec()),
+            data: data.map(<[u8]>::to_vec),
             version: wire_version(version),
         });
         expect_response!(self.call(request, None).await?, Response::Stat(reply) => reply.stat)
@@ -342,7 +343,7 @@ impl Client {
             .into_iter()
             .map(|result| match result {
                 MultiResult::GetData(reply) => Ok(Ok(ReadResult::Data {
-                    data: reply.data.unwrap_or_default(),
+                    data: reply.data,
                     stat: reply.stat,
                 })),
                 MultiResult::GetChildren(reply) => Ok(Ok(ReadResult::Children {
@@ -506,14 +507,14 @@ impl Client {
     fn create_request(
         &self,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl: &[Acl],
         mode: CreateMode,
         ttl_ms: Option<i64>,
         plain: fn(CreateRequest) -> Request,
     ) -> Result<Request, Error> {
         let path = self.server_path(path)?;
-        let (data, acl, flags) = (Some(data.to_vec()), Some(acl.to_vec()), mode.code());
+        let (data, acl, flags) = (data.map(<[u8]>::to_vec), Some(acl.to_vec()), mode.code());
         match (mode.is_ttl(), ttl_ms) {
             (true, Some(ttl)) => Ok(Request::CreateTtl(CreateTtlRequest {
                 path,
@@ -546,14 +547,21 @@ impl Client {
                 data,
                 acl,
                 mode,
-            } => self.create_request(path, data, acl, *mode, None, Request::Create2)?,
+            } => self.create_request(path, data.as_deref(), acl, *mode, None, Request::Create2)?,
             Op::CreateTtl {
                 path,
                 data,
                 acl,
                 mode,
                 ttl_ms,
-            } => self.create_request(path, data, acl, *mode, Some(*ttl_ms), Request::Create2)?,
+            } => self.create_request(
+                path,
+                data.as_deref(),
+                acl,
+                *mode,
+                Some(*ttl_ms),
+                Request::Create2,
+            )?,
             Op::Delete { path, version } => Request::Delete(DeleteRequest {
                 path: self.server_path(path)?,
                 version: wire_version(*version),
@@ -564,7 +572,7 @@ impl Client {
                 version,
             } => Request::SetData(SetDataRequest {
                 path: self.server_path(path)?,
-                data: Some(data.clone()),
+                data: data.clone(),
                 version: wire_version(*version),
             }),
             Op::Check { path, version } => Request::Check(CheckVersionRequest {
@@ -619,7 +627,6 @@ fn exists_result(response: Result<Response, Error>) -> Result<Option<Stat>, Erro
     }
 }
 
-/// Null data (a node created without data by another client) reads as empty.
-fn data_result(response: Response) -> Result<(Vec<u8>, Stat), Error> {
-    expect_response!(response, Response::GetData(reply) => (reply.data.unwrap_or_default(), reply.stat))
+fn data_result(response: Response) -> Result<(Option<Vec<u8>>, Stat), Error> {
+    expect_response!(response, Response::GetData(reply) => (reply.data, reply.stat))
 }

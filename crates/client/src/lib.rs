@@ -24,11 +24,15 @@
 //!
 //! # async fn example() -> Result<(), zoolog_client::Error> {
 //! let client = Client::connect("127.0.0.1:2181/app", ClientOptions::default()).await?;
-//! client.create("/config", b"v1", &open_acl_unsafe(), CreateMode::Persistent).await?;
+//! let acl = open_acl_unsafe();
+//! client.create("/config", Some(b"v1"), &acl, CreateMode::Persistent).await?;
 //! let (data, stat, changed) = client.get_data_w("/config").await?;
-//! assert_eq!((data.as_slice(), stat.version), (&b"v1"[..], 0));
-//! client.set_data("/config", b"v2", Some(stat.version)).await?;
+//! assert_eq!((data.as_deref(), stat.version), (Some(b"v1".as_slice()), 0));
+//! client.set_data("/config", Some(b"v2"), Some(stat.version)).await?;
 //! assert_eq!(changed.await?.path, "/config");
+//! // `None` is null data, which ZooKeeper tells apart from empty data.
+//! client.create("/flag", None, &acl, CreateMode::Persistent).await?;
+//! assert_eq!(client.get_data("/flag").await?.0, None);
 //! client.close().await
 //! # }
 //! ```

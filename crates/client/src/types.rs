@@ -73,18 +73,19 @@ pub struct WatchedEvent {
     pub zxid: i64,
 }
 
-/// One operation of a [`Client::multi`](crate::Client::multi). `version: None` matches any.
+/// One operation of a [`Client::multi`](crate::Client::multi). `version: None` matches any;
+/// `data: None` is null data, as opposed to empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Create {
         path: String,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: Vec<Acl>,
         mode: CreateMode,
     },
     CreateTtl {
         path: String,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: Vec<Acl>,
         mode: CreateMode,
         ttl_ms: i64,
@@ -95,7 +96,7 @@ pub enum Op {
     },
     SetData {
         path: String,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         version: Option<i32>,
     },
     /// Succeeds if the node exists (and has this version).
@@ -128,10 +129,10 @@ pub enum ReadOp {
     GetChildren { path: String },
 }
 
-/// The result of one successful read of a multi_read.
+/// The result of one successful read of a multi_read; `data: None` is null data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadResult {
-    Data { data: Vec<u8>, stat: Stat },
+    Data { data: Option<Vec<u8>>, stat: Stat },
     Children { children: Vec<String> },
 }
 

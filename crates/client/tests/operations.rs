@@ -20,7 +20,7 @@ async fn crud_with_stats() {
         let acl = open_acl_unsafe();
         assert_eq!(
             client
-                .create("/a", b"one", &acl, CreateMode::Persistent)
+                .create("/a", Some(b"one"), &acl, CreateMode::Persistent)
                 .await
                 .unwrap(),
             "/a"
@@ -28,16 +28,16 @@ async fn crud_with_stats() {
         let (data, stat) = client.get_data("/a").await.unwrap();
         assert_eq!(
             (
-                data.as_slice(),
+                data.as_deref(),
                 stat.version,
                 stat.data_length,
                 stat.num_children
             ),
-            (&b"one"[..], 0, 3, 0)
+            (Some(&b"one"[..]), 0, 3, 0)
         );
         assert_eq!(stat.czxid, stat.mzxid);
 
-        let set = client.set_data("/a", b"two!", Some(0)).await.unwrap();
+        let set = client.set_data("/a", Some(b"two!"), Some(0)).await.unwrap();
         assert_eq!(
             (set.version, set.data_length, set.czxid),
             (1, 4, stat.czxid)
@@ -46,7 +46,7 @@ async fn crud_with_stats() {
         assert_eq!(client.exists("/a").await.unwrap(), Some(set));
 
         let (path, child_stat) = client
-            .create2("/a/b", b"", &acl, CreateMode::Persistent)
+            .create2("/a/b", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         assert_eq!(
@@ -73,6 +73,69 @@ async fn crud_with_stats() {
     .await;
 }
 
+/// ZooKeeper keeps null data (a −1 length) apart from empty data, and so must a round trip.
+#[tokio::test]
+async fn null_data_stays_apart_from_empty_data() {
+    let server = ZkServer::start();
+    let client = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let acl = open_acl_unsafe();
+        let data = |path: &'static str| {
+            let client = client.clone();
+            async move { client.get_data(path).await.unwrap().0 }
+        };
+        client
+            .create("/null", None, &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+        client
+            .create2("/empty", Some(&[]), &acl, CreateMode::Persistent)
+            .await
+            .unwrap();
+        assert_eq!(data("/null").await, None);
+        assert_eq!(data("/empty").await, Some(vec![]));
+
+        client.set_data("/empty", None, None).await.unwrap();
+        assert_eq!(data("/empty").await, None);
+        client.set_data("/null", Some(&[]), None).await.unwrap();
+        assert_eq!(data("/null").await, Some(vec![]));
+
+        client
+            .multi(&[
+                Op::Create {
+                    path: "/multi".into(),
+                    data: None,
+                    acl: acl.clone(),
+                    mode: CreateMode::Persistent,
+                },
+                Op::SetData {
+                    path: "/null".into(),
+                    data: None,
+                    version: None,
+                },
+            ])
+            .await
+            .unwrap();
+        let reads = client
+            .multi_read(&[
+                ReadOp::GetData {
+                    path: "/multi".into(),
+                },
+                ReadOp::GetData {
+                    path: "/null".into(),
+                },
+            ])
+            .await
+            .unwrap();
+        for read in reads {
+            assert!(matches!(read, Ok(ReadResult::Data { data: None, .. })));
+        }
+        let (watched, _, _) = client.get_data_w("/multi").await.unwrap();
+        assert_eq!(watched, None);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn server_errors_carry_their_codes() {
     let server = ZkServer::start();
@@ -83,25 +146,29 @@ async fn server_errors_carry_their_codes() {
         assert_eq!(
             code(
                 client
-                    .create("/x/y", b"", &acl, CreateMode::Persistent)
+                    .create("/x/y", Some(b""), &acl, CreateMode::Persistent)
                     .await
             ),
             ErrorCode::NoNode
         );
         client
-            .create("/x", b"", &acl, CreateMode::Persistent)
+            .create("/x", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         assert_eq!(
-            code(client.create("/x", b"", &acl, CreateMode::Persistent).await),
+            code(
+                client
+                    .create("/x", Some(b""), &acl, CreateMode::Persistent)
+                    .await
+            ),
             ErrorCode::NodeExists
         );
         assert_eq!(
-            code(client.set_data("/x", b"", Some(7)).await),
+            code(client.set_data("/x", Some(b""), Some(7)).await),
             ErrorCode::BadVersion
         );
         client
-            .create("/x/y", b"", &acl, CreateMode::Persistent)
+            .create("/x/y", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         assert_eq!(code(client.delete("/x", None).await), ErrorCode::NotEmpty);
@@ -110,35 +177,35 @@ async fn server_errors_carry_their_codes() {
             Err(Error::Server(ErrorCode::BadVersion))
         );
         client
-            .create("/e", b"", &acl, CreateMode::Ephemeral)
+            .create("/e", Some(b""), &acl, CreateMode::Ephemeral)
             .await
             .unwrap();
         let under_ephemeral = client
-            .create("/e/c", b"", &acl, CreateMode::Persistent)
+            .create("/e/c", Some(b""), &acl, CreateMode::Persistent)
             .await;
         assert_eq!(code(under_ephemeral), ErrorCode::NoChildrenForEphemerals);
         assert_eq!(
             code(
                 client
-                    .create("/x/", b"", &acl, CreateMode::Persistent)
+                    .create("/x/", Some(b""), &acl, CreateMode::Persistent)
                     .await
             ),
             ErrorCode::BadArguments
         );
         assert!(matches!(
             client
-                .create("relative", b"", &acl, CreateMode::Persistent)
+                .create("relative", Some(b""), &acl, CreateMode::Persistent)
                 .await,
             Err(Error::InvalidArgument(_))
         ));
         let ttl_without_ttl = client
-            .create("/t", b"", &acl, CreateMode::PersistentWithTtl)
+            .create("/t", Some(b""), &acl, CreateMode::PersistentWithTtl)
             .await;
         assert!(matches!(ttl_without_ttl, Err(Error::InvalidArgument(_))));
         // The client never sends a frame the server would refuse for its size.
         let too_big = vec![0u8; 0x100000];
         assert!(matches!(
-            client.set_data("/x", &too_big, None).await,
+            client.set_data("/x", Some(&too_big), None).await,
             Err(Error::RequestTooLarge { .. })
         ));
         // The session survives all of the above.
@@ -154,15 +221,15 @@ async fn create_modes_acls_auth_and_session_queries() {
     within(TEST_TIMEOUT, async {
         let acl = open_acl_unsafe();
         client
-            .create("/m", b"", &acl, CreateMode::Persistent)
+            .create("/m", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         let first = client
-            .create("/m/s-", b"", &acl, CreateMode::PersistentSequential)
+            .create("/m/s-", Some(b""), &acl, CreateMode::PersistentSequential)
             .await
             .unwrap();
         let second = client
-            .create("/m/s-", b"", &acl, CreateMode::EphemeralSequential)
+            .create("/m/s-", Some(b""), &acl, CreateMode::EphemeralSequential)
             .await
             .unwrap();
         assert_eq!(
@@ -170,7 +237,7 @@ async fn create_modes_acls_auth_and_session_queries() {
             ("/m/s-0000000000", "/m/s-0000000001")
         );
         let (_, ephemeral) = client
-            .create2("/m/e", b"", &acl, CreateMode::Ephemeral)
+            .create2("/m/e", Some(b""), &acl, CreateMode::Ephemeral)
             .await
             .unwrap();
         assert_eq!(ephemeral.ephemeral_owner, client.session_id());
@@ -180,19 +247,25 @@ async fn create_modes_acls_auth_and_session_queries() {
 
         // Neither containers nor TTL nodes belong to a session.
         let (_, container) = client
-            .create2("/m/c", b"", &acl, CreateMode::Container)
+            .create2("/m/c", Some(b""), &acl, CreateMode::Container)
             .await
             .unwrap();
         assert_eq!(container.ephemeral_owner, 0);
         let (ttl_path, ttl) = client
-            .create_ttl("/m/t", b"", &acl, CreateMode::PersistentWithTtl, 60_000)
+            .create_ttl(
+                "/m/t",
+                Some(b""),
+                &acl,
+                CreateMode::PersistentWithTtl,
+                60_000,
+            )
             .await
             .unwrap();
         assert_eq!((ttl_path.as_str(), ttl.ephemeral_owner), ("/m/t", 0));
         let (sequential_ttl, _) = client
             .create_ttl(
                 "/m/t-",
-                b"",
+                Some(b""),
                 &acl,
                 CreateMode::PersistentSequentialWithTtl,
                 60_000,
@@ -208,13 +281,18 @@ async fn create_modes_acls_auth_and_session_queries() {
         let (read_only, acl_stat) = client.get_acl("/m").await.unwrap();
         assert_eq!((read_only, acl_stat.aversion), (read_acl_unsafe(), 1));
         let denied = client
-            .create("/m/denied", b"", &acl, CreateMode::Persistent)
+            .create("/m/denied", Some(b""), &acl, CreateMode::Persistent)
             .await;
         assert_eq!(denied, Err(Error::Server(ErrorCode::NoAuth)));
 
         client.add_auth("digest", b"alice:secret").await.unwrap();
         client
-            .create("/mine", b"", &creator_all_acl(), CreateMode::Persistent)
+            .create(
+                "/mine",
+                Some(b""),
+                &creator_all_acl(),
+                CreateMode::Persistent,
+            )
             .await
             .unwrap();
         let (mine, _) = client.get_acl("/mine").await.unwrap();
@@ -247,27 +325,35 @@ async fn create_modes_acls_auth_and_session_queries() {
 async fn chroot_is_added_and_removed() {
     let server = ZkServer::start();
     let root = connect(&server.hosts()).await;
-    root.create("/app", b"", &open_acl_unsafe(), CreateMode::Persistent)
-        .await
-        .unwrap();
+    root.create(
+        "/app",
+        Some(b""),
+        &open_acl_unsafe(),
+        CreateMode::Persistent,
+    )
+    .await
+    .unwrap();
     let client = connect(&format!("{}/app", server.hosts())).await;
     within(TEST_TIMEOUT, async {
         let created = client
             .create(
                 "/n-",
-                b"x",
+                Some(b"x"),
                 &open_acl_unsafe(),
                 CreateMode::PersistentSequential,
             )
             .await
             .unwrap();
         assert_eq!(created, "/n-0000000000");
-        assert_eq!(root.get_data("/app/n-0000000000").await.unwrap().0, b"x");
+        assert_eq!(
+            root.get_data("/app/n-0000000000").await.unwrap().0.unwrap(),
+            b"x"
+        );
         assert_eq!(client.get_children("/").await.unwrap(), ["n-0000000000"]);
         let results = client
             .multi(&[Op::Create {
                 path: "/m".into(),
-                data: vec![],
+                data: Some(vec![]),
                 acl: open_acl_unsafe(),
                 mode: CreateMode::Persistent,
             }])
@@ -286,10 +372,10 @@ async fn multi_reports_every_op() {
         let acl = open_acl_unsafe();
         let results = client
             .multi(&[
-                Op::Create { path: "/t".into(), data: b"a".to_vec(), acl: acl.clone(), mode: CreateMode::Persistent },
-                Op::SetData { path: "/t".into(), data: b"b".to_vec(), version: Some(0) },
+                Op::Create { path: "/t".into(), data: Some(b"a".to_vec()), acl: acl.clone(), mode: CreateMode::Persistent },
+                Op::SetData { path: "/t".into(), data: Some(b"b".to_vec()), version: Some(0) },
                 Op::Check { path: "/t".into(), version: Some(1) },
-                Op::Create { path: "/t/gone".into(), data: vec![], acl: acl.clone(), mode: CreateMode::Persistent },
+                Op::Create { path: "/t/gone".into(), data: Some(vec![]), acl: acl.clone(), mode: CreateMode::Persistent },
                 Op::Delete { path: "/t/gone".into(), version: None },
             ])
             .await
@@ -302,9 +388,9 @@ async fn multi_reports_every_op() {
 
         let failed = client
             .multi(&[
-                Op::Create { path: "/u".into(), data: vec![], acl: acl.clone(), mode: CreateMode::Persistent },
+                Op::Create { path: "/u".into(), data: Some(vec![]), acl: acl.clone(), mode: CreateMode::Persistent },
                 Op::Delete { path: "/missing".into(), version: None },
-                Op::SetData { path: "/t".into(), data: vec![], version: None },
+                Op::SetData { path: "/t".into(), data: Some(vec![]), version: None },
             ])
             .await;
         let expected = MultiFailure {
@@ -323,7 +409,7 @@ async fn multi_reports_every_op() {
             ])
             .await
             .unwrap();
-        assert!(matches!(&reads[0], Ok(ReadResult::Data { data, stat }) if data == b"b" && stat.version == 1));
+        assert!(matches!(&reads[0], Ok(ReadResult::Data { data, stat }) if data.as_deref() == Some(b"b") && stat.version == 1));
         assert_eq!(reads[1], Err(ErrorCode::NoNode));
         assert_eq!(reads[2], Ok(ReadResult::Children { children: vec![] }));
     })
@@ -343,7 +429,12 @@ async fn pipelined_requests_complete_in_order() {
         let client = connect_with(&server.hosts(), options).await;
         let parent = format!("/pipe{requests_outstanding_max}");
         client
-            .create(&parent, b"", &open_acl_unsafe(), CreateMode::Persistent)
+            .create(
+                &parent,
+                Some(b""),
+                &open_acl_unsafe(),
+                CreateMode::Persistent,
+            )
             .await
             .unwrap();
         // On the current-thread test runtime tasks first run in spawn order, so request i is
@@ -357,7 +448,7 @@ async fn pipelined_requests_complete_in_order() {
                     client
                         .create(
                             &path,
-                            &data,
+                            Some(&data),
                             &open_acl_unsafe(),
                             CreateMode::PersistentSequential,
                         )
@@ -377,7 +468,8 @@ async fn pipelined_requests_complete_in_order() {
                 .get_data(&format!("{parent}/n-{:010}", 999))
                 .await
                 .unwrap()
-                .0,
+                .0
+                .unwrap(),
             b"999"
         );
         client.close().await.unwrap();

@@ -53,11 +53,11 @@ async fn assert_mutual_exclusion(kind: LockKind) {
     let setup = connect(&server.hosts()).await;
     let acl = open_acl_unsafe();
     setup
-        .create("/counter", b"0", &acl, CreateMode::Persistent)
+        .create("/counter", Some(b"0"), &acl, CreateMode::Persistent)
         .await
         .unwrap();
     setup
-        .create("/holders", b"", &acl, CreateMode::Persistent)
+        .create("/holders", Some(b""), &acl, CreateMode::Persistent)
         .await
         .unwrap();
     let mut workers = JoinSet::new();
@@ -75,21 +75,26 @@ async fn assert_mutual_exclusion(kind: LockKind) {
     within(TEST_TIMEOUT, join_all(workers)).await;
     let (count, _) = setup.get_data("/counter").await.unwrap();
     assert_eq!(
-        String::from_utf8(count).unwrap(),
+        String::from_utf8(count.unwrap()).unwrap(),
         (CLIENTS * INCREMENTS_PER_CLIENT).to_string()
     );
 }
 
 async fn increment_alone(client: &Client) {
     let marked = client
-        .create("/holders/x", b"", &open_acl_unsafe(), CreateMode::Ephemeral)
+        .create(
+            "/holders/x",
+            Some(b""),
+            &open_acl_unsafe(),
+            CreateMode::Ephemeral,
+        )
         .await;
     assert_eq!(marked.err(), None, "two holders at once");
     let (count, _) = client.get_data("/counter").await.unwrap();
-    let count: u64 = String::from_utf8(count).unwrap().parse().unwrap();
+    let count: u64 = String::from_utf8(count.unwrap()).unwrap().parse().unwrap();
     tokio::task::yield_now().await; // widen the window a second holder would need
     client
-        .set_data("/counter", (count + 1).to_string().as_bytes(), None)
+        .set_data("/counter", Some((count + 1).to_string().as_bytes()), None)
         .await
         .unwrap();
     client.delete("/holders/x", None).await.unwrap();
@@ -292,7 +297,7 @@ async fn a_create_whose_reply_is_lost_leaves_exactly_one_node() {
     let acl = open_acl_unsafe();
     for dir in ["/protected", "/protected/line", "/protected/queue"] {
         observer
-            .create(dir, b"", &acl, CreateMode::Persistent)
+            .create(dir, Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
     }
@@ -561,25 +566,28 @@ async fn config_watcher_sees_each_change_in_order_and_always_the_last() {
         let mut config = ConfigWatcher::new(&reader, "/config");
         assert_eq!(config.next().await.unwrap(), None);
         writer
-            .create("/config", b"v0", &acl, CreateMode::Persistent)
+            .create("/config", Some(b"v0"), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         // One change at a time: each is seen, in order.
-        assert_eq!(config.next().await.unwrap().unwrap().data, b"v0");
+        assert_eq!(config.next().await.unwrap().unwrap().data.unwrap(), b"v0");
         for version in 1..=3 {
             let data = format!("v{version}");
             writer
-                .set_data("/config", data.as_bytes(), None)
+                .set_data("/config", Some(data.as_bytes()), None)
                 .await
                 .unwrap();
             let seen = config.next().await.unwrap().unwrap();
-            assert_eq!((seen.data, seen.version), (data.into_bytes(), version));
+            assert_eq!(
+                (seen.data, seen.version),
+                (Some(data.into_bytes()), version)
+            );
         }
         // A burst: versions may be skipped, never reordered, and the last one always arrives.
         const LAST_VERSION: i32 = 40;
         for version in 4..=LAST_VERSION {
             writer
-                .set_data("/config", format!("v{version}").as_bytes(), None)
+                .set_data("/config", Some(format!("v{version}").as_bytes()), None)
                 .await
                 .unwrap();
         }
@@ -590,7 +598,7 @@ async fn config_watcher_sees_each_change_in_order_and_always_the_last() {
                 (seen.version, seen.modified_zxid) > previous,
                 "went back to {seen:?}"
             );
-            assert_eq!(seen.data, format!("v{}", seen.version).into_bytes());
+            assert_eq!(seen.data, Some(format!("v{}", seen.version).into_bytes()));
             previous = (seen.version, seen.modified_zxid);
             if seen.version == LAST_VERSION {
                 break;
@@ -626,7 +634,7 @@ async fn rendezvous_waits_for_the_master_to_fill_it_in() {
         });
         // Both are still waiting: the node is empty.
         let (data, _) = starter.get_data("/jobs/42").await.unwrap();
-        assert!(data.is_empty() && !early.is_finished() && !on_time.is_finished());
+        assert!(data == Some(vec![]) && !early.is_finished() && !on_time.is_finished());
         Rendezvous::new(&master, "/jobs/42")
             .fill(b"10.0.0.7:7000")
             .await

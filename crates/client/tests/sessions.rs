@@ -28,11 +28,11 @@ async fn session_and_watches_survive_a_server_restart() {
     let acl = open_acl_unsafe();
     client.add_auth("digest", b"bob:pw").await.unwrap();
     client
-        .create("/restart", b"before", &acl, CreateMode::Persistent)
+        .create("/restart", Some(b"before"), &acl, CreateMode::Persistent)
         .await
         .unwrap();
     client
-        .create("/restart/mine", b"", &acl, CreateMode::Ephemeral)
+        .create("/restart/mine", Some(b""), &acl, CreateMode::Ephemeral)
         .await
         .unwrap();
     let (_, _, changed) = client.get_data_w("/restart").await.unwrap();
@@ -73,7 +73,10 @@ async fn session_and_watches_survive_a_server_restart() {
 
         // Watches set before the restart were restored with SetWatches and still fire.
         let writer = connect(&server.hosts()).await;
-        writer.set_data("/restart", b"after", None).await.unwrap();
+        writer
+            .set_data("/restart", Some(b"after"), None)
+            .await
+            .unwrap();
         assert_eq!(
             changed.await.unwrap().event_type,
             EventType::NodeDataChanged
@@ -84,7 +87,7 @@ async fn session_and_watches_survive_a_server_restart() {
             (EventType::NodeDataChanged, "/restart")
         );
         writer
-            .create("/restart/new", b"", &acl, CreateMode::Persistent)
+            .create("/restart/new", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         assert_eq!(recursive.next().await.unwrap().path, "/restart/new");
@@ -108,7 +111,7 @@ async fn session_expires_when_the_server_hears_nothing_for_the_timeout() {
     let mut events = client.session_events();
     let acl = open_acl_unsafe();
     client
-        .create("/expiring", b"", &acl, CreateMode::Ephemeral)
+        .create("/expiring", Some(b""), &acl, CreateMode::Ephemeral)
         .await
         .unwrap();
     let (_, _, watch) = client.get_data_w("/expiring").await.unwrap();
@@ -142,7 +145,12 @@ async fn close_ends_the_session_and_its_ephemerals() {
     let observer = connect(&server.hosts()).await;
     within(TEST_TIMEOUT, async {
         client
-            .create("/closing", b"", &open_acl_unsafe(), CreateMode::Ephemeral)
+            .create(
+                "/closing",
+                Some(b""),
+                &open_acl_unsafe(),
+                CreateMode::Ephemeral,
+            )
             .await
             .unwrap();
         let (_, _, deleted) = observer.get_data_w("/closing").await.unwrap();

@@ -22,7 +22,7 @@ async fn one_shot_watches_fire_once() {
         let (missing, created) = watcher.exists_w("/w").await.unwrap();
         assert_eq!(missing, None);
         writer
-            .create("/w", b"1", &acl, CreateMode::Persistent)
+            .create("/w", Some(b"1"), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         let event = created.await.unwrap();
@@ -33,13 +33,13 @@ async fn one_shot_watches_fire_once() {
 
         let (_, _, changed) = watcher.get_data_w("/w").await.unwrap();
         let (_, children_changed) = watcher.get_children_w("/w").await.unwrap();
-        writer.set_data("/w", b"2", None).await.unwrap();
+        writer.set_data("/w", Some(b"2"), None).await.unwrap();
         assert_eq!(
             changed.await.unwrap().event_type,
             EventType::NodeDataChanged
         );
         writer
-            .create("/w/c", b"", &acl, CreateMode::Persistent)
+            .create("/w/c", Some(b""), &acl, CreateMode::Persistent)
             .await
             .unwrap();
         assert_eq!(
@@ -49,7 +49,7 @@ async fn one_shot_watches_fire_once() {
 
         // Once fired, a watch is gone: the next change reaches only the new watch.
         let (_, _, deleted) = watcher.get_data_w("/w/c").await.unwrap();
-        writer.set_data("/w", b"3", None).await.unwrap();
+        writer.set_data("/w", Some(b"3"), None).await.unwrap();
         writer.delete("/w/c", None).await.unwrap();
         let event = deleted.await.unwrap();
         assert_eq!(
@@ -78,11 +78,16 @@ async fn own_write_event_arrives_before_the_reply() {
     let client = connect(&server.hosts()).await;
     within(TEST_TIMEOUT, async {
         client
-            .create("/own", b"", &open_acl_unsafe(), CreateMode::Persistent)
+            .create(
+                "/own",
+                Some(b""),
+                &open_acl_unsafe(),
+                CreateMode::Persistent,
+            )
             .await
             .unwrap();
         let (_, _, mut changed) = client.get_data_w("/own").await.unwrap();
-        client.set_data("/own", b"x", None).await.unwrap();
+        client.set_data("/own", Some(b"x"), None).await.unwrap();
         let event = futures_now(&mut changed).expect("event delivered before the setData reply");
         assert_eq!(event.unwrap().event_type, EventType::NodeDataChanged);
     })
@@ -107,18 +112,18 @@ async fn persistent_and_recursive_watches_stream_in_server_order() {
             .unwrap();
         for path in ["/r", "/r/a", "/r/a/b", "/p", "/p/c", "/p/c/deeper"] {
             writer
-                .create(path, b"", &acl, CreateMode::Persistent)
+                .create(path, Some(b""), &acl, CreateMode::Persistent)
                 .await
                 .unwrap();
         }
         for round in 0..3 {
             writer
-                .set_data("/r/a/b", round.to_string().as_bytes(), None)
+                .set_data("/r/a/b", Some(round.to_string().as_bytes()), None)
                 .await
                 .unwrap();
         }
         writer.delete("/r/a/b", None).await.unwrap();
-        writer.set_data("/p", b"", None).await.unwrap();
+        writer.set_data("/p", Some(b""), None).await.unwrap();
 
         let mut seen = Vec::new();
         for _ in 0..7 {
@@ -168,7 +173,7 @@ async fn persistent_and_recursive_watches_stream_in_server_order() {
         assert_eq!(recursive.next().await, Err(Error::WatchEnded));
         // The other watch is untouched and still persistent.
         for data in [&b"again"[..], b"and again"] {
-            writer.set_data("/p", data, None).await.unwrap();
+            writer.set_data("/p", Some(data), None).await.unwrap();
             assert_eq!(
                 persistent.next().await.unwrap().event_type,
                 EventType::NodeDataChanged
@@ -189,7 +194,12 @@ async fn a_lagging_persistent_watch_reports_what_it_missed() {
     let watcher = connect_with(&server.hosts(), options).await;
     within(TEST_TIMEOUT, async {
         watcher
-            .create("/lag", b"", &open_acl_unsafe(), CreateMode::Persistent)
+            .create(
+                "/lag",
+                Some(b""),
+                &open_acl_unsafe(),
+                CreateMode::Persistent,
+            )
             .await
             .unwrap();
         let mut events = watcher
@@ -198,7 +208,7 @@ async fn a_lagging_persistent_watch_reports_what_it_missed() {
             .unwrap();
         for round in 0..10 {
             watcher
-                .set_data("/lag", round.to_string().as_bytes(), None)
+                .set_data("/lag", Some(round.to_string().as_bytes()), None)
                 .await
                 .unwrap();
         }
@@ -219,7 +229,7 @@ async fn removing_a_one_shot_watch_resolves_it() {
     let client = connect(&server.hosts()).await;
     within(TEST_TIMEOUT, async {
         client
-            .create("/rm", b"", &open_acl_unsafe(), CreateMode::Persistent)
+            .create("/rm", Some(b""), &open_acl_unsafe(), CreateMode::Persistent)
             .await
             .unwrap();
         let (_, children) = client.get_children_w("/rm").await.unwrap();

@@ -1,6 +1,13 @@
 //! zkCli's text for the values it prints: Stat blocks, dates, lists, watch events and errors.
 
+use std::borrow::Cow;
+
 use zoolog_client::{Error, ErrorCode, EventType, SessionState, Stat, WatchedEvent};
+
+/// Node data as zkCli prints it: as UTF-8 text, and null data (not empty data) as the word `null`.
+pub(crate) fn data_text(data: Option<&[u8]>) -> Cow<'_, str> {
+    data.map_or(Cow::Borrowed("null"), String::from_utf8_lossy)
+}
 
 /// A Stat the way zkCli prints it, one `name = value` line each, in zkCli's order.
 pub(crate) fn stat_text(stat: &Stat) -> String {
@@ -180,6 +187,13 @@ mod tests {
         assert_eq!(lines[8], "ephemeralOwner = 0x10000abc");
         assert_eq!(lines[10], "numChildren = 4");
         assert_eq!(lines.len(), 11);
+    }
+
+    #[test]
+    fn null_data_reads_null_and_empty_data_reads_empty() {
+        assert_eq!(data_text(None), "null");
+        assert_eq!(data_text(Some(b"")), "");
+        assert_eq!(data_text(Some(b"v1")), "v1");
     }
 
     #[test]

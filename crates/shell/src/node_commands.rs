@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use zoolog_client::{open_acl_unsafe, Client, CreateMode, Error, ErrorCode, Op};
 
 use crate::acl::parse_acl;
-use crate::format::{list_text, stat_text};
+use crate::format::{data_text, list_text, stat_text};
 use crate::invocation::Invocation;
 use crate::shell::{CommandResult, Failure, Shell};
 
@@ -53,7 +53,7 @@ impl Shell {
         } else {
             client.get_data(path).await.map_err(Failure::on(path))?
         };
-        println!("{}", String::from_utf8_lossy(&data));
+        println!("{}", data_text(data.as_deref()));
         if invocation.flag('s') {
             println!("{}", stat_text(&stat));
         }
@@ -66,7 +66,7 @@ impl Shell {
         let version = version_option(invocation)?;
         let stat = self
             .client()?
-            .set_data(path, data.as_bytes(), version)
+            .set_data(path, Some(data.as_bytes()), version)
             .await
             .map_err(Failure::on(path))?;
         if invocation.flag('s') {
@@ -82,7 +82,8 @@ impl Shell {
             true => absolute(invocation.argument(0).ok_or(Failure::Usage)?)?,
             false => path_argument(invocation, 0)?,
         };
-        let data = invocation.argument(1).unwrap_or_default().as_bytes();
+        // Without a data argument zkCli creates the node with null data, not empty data.
+        let data = invocation.argument(1).map(str::as_bytes);
         let acl = match invocation.argument(2) {
             Some(text) => {
                 let (acl, complaints) = parse_acl(text);
@@ -211,7 +212,7 @@ impl Shell {
                 .await
                 .map_err(Failure::on(CONFIG_PATH))?
         };
-        let config = String::from_utf8_lossy(&data);
+        let config = data_text(data.as_deref());
         match invocation.flag('c') {
             true => println!("{}", client_config(&config)),
             false => println!("{config}"),

@@ -76,7 +76,7 @@ impl Worker {
             let started = Instant::now();
             let created = self
                 .client
-                .create(&path, &self.value, &acl, CreateMode::Persistent)
+                .create(&path, Some(&self.value), &acl, CreateMode::Persistent)
                 .await;
             recorder.record(&window, started, &created);
             if created.is_err() {

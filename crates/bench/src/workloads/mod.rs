@@ -203,7 +203,7 @@ impl Recorder {
 /// Creates a persistent node; one that exists already is fine.
 async fn create_if_absent(client: &Client, path: &str) -> Result<(), Error> {
     let created = client
-        .create(path, b"", &open_acl_unsafe(), CreateMode::Persistent)
+        .create(path, Some(b""), &open_acl_unsafe(), CreateMode::Persistent)
         .await;
     match created {
         Err(error) if error.code() == ErrorCode::NodeExists => Ok(()),

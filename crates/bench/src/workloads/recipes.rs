@@ -142,7 +142,12 @@ async fn measure_query(
     let node = format!("{parent}/node");
     let value = vec![b'v'; context.options.value_bytes];
     admin
-        .create(&node, &value, &open_acl_unsafe(), CreateMode::Persistent)
+        .create(
+            &node,
+            Some(&value),
+            &open_acl_unsafe(),
+            CreateMode::Persistent,
+        )
         .await?;
     let sessions = context.connect_sessions(1, 16).await?;
     let (window, progress) = context.begin_point(Workload::Recipes, "query");

@@ -37,7 +37,7 @@ pub async fn run(
         async move {
             let acl = open_acl_unsafe();
             client
-                .create(&path, &value, &acl, CreateMode::Persistent)
+                .create(&path, Some(&value), &acl, CreateMode::Persistent)
                 .await
                 .map(drop)
         }
@@ -105,7 +105,7 @@ impl Slot {
                 self.client.get_data(node).await.map(drop)
             } else {
                 self.client
-                    .set_data(node, &self.value, None)
+                    .set_data(node, Some(&self.value), None)
                     .await
                     .map(drop)
             };

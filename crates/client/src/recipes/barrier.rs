@@ -70,7 +70,7 @@ impl DoubleBarrier {
         let acl = open_acl_unsafe();
         let created = retrying(|| {
             self.client
-                .create(&ready_path, b"", &acl, CreateMode::Persistent)
+                .create(&ready_path, Some(b""), &acl, CreateMode::Persistent)
         })
         .await;
         match created {

@@ -15,7 +15,8 @@ use crate::{Client, Error, ErrorCode, Watch};
 /// One version of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigVersion {
-    pub data: Vec<u8>,
+    /// `None` when the node's data is null (e.g. zkCli's `create` without data).
+    pub data: Option<Vec<u8>>,
     /// The znode's data version (restarts at 0 if the node is deleted and created again).
     pub version: i32,
     /// The zxid of the change that wrote this version; it grows with every version.

@@ -58,7 +58,8 @@ impl LeaderElection {
             };
             let path = child_path(&self.dir, &first);
             match retrying(|| self.client.get_data(&path)).await {
-                Ok((identity, _)) => return Ok(Some(identity)),
+                // campaign never stores null; a candidate node created without data names nobody.
+                Ok((identity, _)) => return Ok(Some(identity.unwrap_or_default())),
                 // The leader stepped down between the two reads: look again.
                 Err(Error::Server(ErrorCode::NoNode)) => continue,
                 Err(error) => return Err(error),

@@ -110,7 +110,10 @@ pub(crate) async fn create_owned_ephemeral(
 ) -> Result<OwnedNode, Error> {
     let acl = open_acl_unsafe();
     loop {
-        match client.create(path, data, &acl, CreateMode::Ephemeral).await {
+        match client
+            .create(path, Some(data), &acl, CreateMode::Ephemeral)
+            .await
+        {
             Ok(created) => return Ok(OwnedNode::new(client, created)),
             Err(Error::ConnectionLoss) => {}
             Err(error) => return Err(error),

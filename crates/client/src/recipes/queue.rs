@@ -72,7 +72,8 @@ impl DistributedQueue {
     /// Reads and deletes one item; `None` if another consumer claimed it first.
     async fn claim(&self, path: &str) -> Result<Option<Vec<u8>>, Error> {
         let item = match retrying(|| self.client.get_data(path)).await {
-            Ok((item, _)) => item,
+            // put never stores null; an item another client created without data is empty.
+            Ok((item, _)) => item.unwrap_or_default(),
             Err(Error::Server(ErrorCode::NoNode)) => return Ok(None),
             Err(error) => return Err(error),
         };

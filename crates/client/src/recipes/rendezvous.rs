@@ -45,7 +45,7 @@ impl Rendezvous {
         let acl = open_acl_unsafe();
         let created = retrying(|| {
             self.client
-                .create(&self.path, b"", &acl, CreateMode::Persistent)
+                .create(&self.path, Some(b""), &acl, CreateMode::Persistent)
         })
         .await;
         match created {
@@ -61,7 +61,7 @@ impl Rendezvous {
                 "a rendezvous is filled with data".into(),
             ));
         }
-        retrying(|| self.client.set_data(&self.path, data, None))
+        retrying(|| self.client.set_data(&self.path, Some(data), None))
             .await
             .map(drop)
     }
@@ -70,8 +70,9 @@ impl Rendezvous {
     pub async fn wait_filled(&self) -> Result<Vec<u8>, Error> {
         let mut watcher = ConfigWatcher::new(&self.client, &self.path);
         loop {
-            if let Some(filled) = watcher.next().await?.filter(|node| !node.data.is_empty()) {
-                return Ok(filled.data);
+            let held = watcher.next().await?.and_then(|node| node.data);
+            if let Some(filled) = held.filter(|data| !data.is_empty()) {
+                return Ok(filled);
             }
         }
     }

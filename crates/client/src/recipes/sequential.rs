@@ -50,7 +50,7 @@ pub(crate) async fn create_protected(
     let acl = open_acl_unsafe();
     let path_prefix = child_path(dir, &prefix);
     loop {
-        match client.create(&path_prefix, data, &acl, mode).await {
+        match client.create(&path_prefix, Some(data), &acl, mode).await {
             Err(Error::ConnectionLoss) => {}
             outcome => return outcome,
         }

@@ -27,7 +27,8 @@ pub(crate) async fn ensure_path(client: &Client, path: &str) -> Result<(), Error
     let ends = path.match_indices('/').skip(1).map(|(slash, _)| slash);
     for end in ends.chain([path.len()]).filter(|end| *end > 1) {
         let prefix = &path[..end];
-        let created = retrying(|| client.create(prefix, b"", &acl, CreateMode::Persistent)).await;
+        let created =
+            retrying(|| client.create(prefix, Some(b""), &acl, CreateMode::Persistent)).await;
         match created {
             Ok(_) | Err(Error::Server(ErrorCode::NodeExists)) => {}
             Err(error) => return Err(error),
