@@ -126,7 +126,10 @@ mod tests {
         assert!(children.0.is_none() && children.is_empty());
         assert!(children.insert(Arc::from("b")));
         assert!(children.insert(Arc::from("a")));
-        assert!(!children.insert(Arc::from("a")), "a second insert of a name is refused");
+        assert!(
+            !children.insert(Arc::from("a")),
+            "a second insert of a name is refused"
+        );
         let names: Vec<&str> = children.iter().map(|name| &**name).collect();
         assert_eq!(names, ["a", "b"], "sorted");
         assert_eq!(children.len(), 2);
