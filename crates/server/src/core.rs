@@ -247,10 +247,6 @@ impl Core {
         }
     }
 
-    pub fn tree(&self) -> &DataTree {
-        &self.tree
-    }
-
     /// Feeds one input; the outputs it caused are returned in the order they must happen.
     pub fn handle(&mut self, input: Input, now: Now) -> Vec<Output> {
         self.now = now;
@@ -985,7 +981,7 @@ impl Core {
             }
             Outcome::SessionClosed => self.session_closed(
                 envelope.command.session_id,
-                ours.then_some(envelope.connection),
+                ours.then_some((envelope.connection, envelope.command.cxid)),
                 position,
             ),
             Outcome::Reply(result) if ours => {
@@ -1039,31 +1035,19 @@ impl Core {
     fn session_closed(
         &mut self,
         session_id: i64,
-        origin_connection: Option<ConnectionId>,
+        origin: Option<(ConnectionId, i32)>,
         position: Zxid,
     ) {
+        let origin_connection = origin.map(|(connection, _)| connection);
         if let Some(session) = self.sessions.remove(&session_id) {
             if let Some(connection) = session.connection.filter(|c| Some(*c) != origin_connection) {
                 self.close(connection);
             }
         }
-        if let Some(connection) = origin_connection {
-            let cxid = self.awaiting_xid(connection);
-            if let Some(cxid) = cxid {
-                self.answer_write(connection, cxid, position, Ok(Response::Empty), true);
-            }
+        // Expiry is proposed by no connection (id 0), so only a client's closeSession is answered.
+        if let Some((connection, cxid)) = origin {
+            self.answer_write(connection, cxid, position, Ok(Response::Empty), true);
         }
-    }
-
-    fn awaiting_xid(&self, connection: ConnectionId) -> Option<i32> {
-        self.connections
-            .get(&connection)?
-            .slots
-            .iter()
-            .find_map(|slot| match slot {
-                Slot::AwaitingApply { xid, .. } => Some(*xid),
-                _ => None,
-            })
     }
 
     /// Fills the first awaiting slot of the proposing connection with the applied result.
