@@ -25,6 +25,7 @@ mod error;
 mod fsutil;
 mod record;
 mod recovery;
+mod segment;
 mod single;
 mod snapshot;
 

@@ -21,23 +21,35 @@ pub(crate) fn encoded_len(payload_bytes: usize) -> usize {
     RECORD_HEADER_BYTES + payload_bytes
 }
 
+#[cfg(test)]
 pub(crate) fn encode_record(position: Position, payload: &[u8], out: &mut Vec<u8>) {
+    encode_record_parts(position, &[payload], out);
+}
+
+/// Encodes one record whose payload is `parts` concatenated, without first copying them
+/// into one buffer (a replica's record is its entry's epoch followed by the entry).
+pub(crate) fn encode_record_parts(position: Position, parts: &[&[u8]], out: &mut Vec<u8>) {
+    let payload_bytes: usize = parts.iter().map(|part| part.len()).sum();
     assert!(
-        payload.len() <= RECORD_PAYLOAD_BYTES_MAX,
+        payload_bytes <= RECORD_PAYLOAD_BYTES_MAX,
         "payload exceeds the record format limit"
     );
     assert!(
         position > 0,
         "position 0 means 'nothing' and is never written"
     );
-    let payload_len = payload.len() as u32;
+    let payload_len = payload_bytes as u32;
     let mut crc = crc32c::crc32c(&payload_len.to_le_bytes());
     crc = crc32c::crc32c_append(crc, &position.to_le_bytes());
-    crc = crc32c::crc32c_append(crc, payload);
+    for part in parts {
+        crc = crc32c::crc32c_append(crc, part);
+    }
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&payload_len.to_le_bytes());
     out.extend_from_slice(&position.to_le_bytes());
-    out.extend_from_slice(payload);
+    for part in parts {
+        out.extend_from_slice(part);
+    }
 }
 
 /// Why the bytes at some offset are not the record that was expected there.
@@ -252,6 +264,15 @@ mod tests {
             payloads,
             vec![(7, &b"a"[..]), (8, &b""[..]), (9, &b"hello world"[..])]
         );
+    }
+
+    #[test]
+    fn a_record_from_parts_is_the_record_of_their_concatenation() {
+        let mut whole = Vec::new();
+        encode_record(3, b"epochpayload", &mut whole);
+        let mut parts = Vec::new();
+        encode_record_parts(3, &[b"epoch", b"", b"payload"], &mut parts);
+        assert_eq!(parts, whole);
     }
 
     #[test]

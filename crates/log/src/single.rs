@@ -5,27 +5,22 @@
 //! committed. The writer is the only thing that assigns positions, so positions follow queue
 //! order, which is append order.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{
     sync_channel, Receiver as QueueReceiver, SyncSender, TryRecvError, TrySendError,
 };
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
-use crate::fsutil::{create_dir, file_names, fsync_dir, remove_file_gradually, same_dir, DirLock};
-use crate::record::{encode_record, encoded_len, RECORD_PAYLOAD_BYTES_MAX};
-use crate::recovery::{
-    first_segment_to_read, parse_segment_file_name, segment_file_name, segments_to_purge,
-    RecoveredTail, SegmentVerdict, TailRecovery,
-};
+use crate::fsutil::{create_dir, fsync_dir, remove_file_gradually, same_dir, DirLock};
+use crate::record::RECORD_PAYLOAD_BYTES_MAX;
+use crate::recovery::{segment_file_name, segments_to_purge, RecoveredTail};
+use crate::segment::{list_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
 use crate::snapshot::SnapshotStore;
 use crate::{CommittedBatch, OrderingLayer, Position};
 
@@ -136,21 +131,11 @@ struct Shared {
     queued_bytes: AtomicUsize,
     entries_committed: AtomicU64,
     batches_committed: AtomicU64,
-    fsyncs: AtomicU64,
-    last_fsync_duration_us: AtomicU64,
+    fsync: FsyncStats,
     failure: Mutex<Option<String>>,
 }
 
 impl Shared {
-    fn timed_fsync(&self, sync: impl FnOnce() -> Result<(), LogError>) -> Result<(), LogError> {
-        let started = Instant::now();
-        sync()?;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.last_fsync_duration_us.store(micros, Ordering::Relaxed);
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
     fn failure(&self) -> Option<String> {
         self.failure
             .lock()
@@ -216,7 +201,7 @@ impl SingleLog {
             &config.wal_dir,
             last_segment,
             committed_position + 1,
-            &shared,
+            &shared.fsync,
         )?;
         let (handle, queue_tx, committed_rx) =
             Writer::spawn(&config, segment, committed_position, Arc::clone(&shared))?;
@@ -245,8 +230,12 @@ impl SingleLog {
         LogStats {
             entries_committed: self.shared.entries_committed.load(Ordering::Relaxed),
             batches_committed: self.shared.batches_committed.load(Ordering::Relaxed),
-            fsyncs: self.shared.fsyncs.load(Ordering::Relaxed),
-            last_fsync_duration_us: self.shared.last_fsync_duration_us.load(Ordering::Relaxed),
+            fsyncs: self.shared.fsync.fsyncs.load(Ordering::Relaxed),
+            last_fsync_duration_us: self
+                .shared
+                .fsync
+                .last_fsync_duration_us
+                .load(Ordering::Relaxed),
         }
     }
 
@@ -378,142 +367,12 @@ impl Drop for SingleLog {
     }
 }
 
-/// First positions of the segment files in `wal_dir`, sorted.
-fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
-    let mut first_positions: Vec<Position> = file_names(wal_dir)?
-        .iter()
-        .filter_map(|name| parse_segment_file_name(name))
-        .collect();
-    first_positions.sort_unstable();
-    Ok(first_positions)
-}
-
-/// The last segment as recovery left it: its first position and its length in bytes.
-#[derive(Debug, Clone, Copy)]
-struct LastSegment {
-    first_position: Position,
-    valid_bytes: u64,
-    next_position: Position,
-}
-
-/// Reads every segment that can hold entries after `snapshot_position`, truncating a torn
-/// tail of the last one, and refusing damage anywhere else.
-fn recover_wal(
-    wal_dir: &Path,
-    snapshot_position: Position,
-) -> Result<(RecoveredTail, Option<LastSegment>), LogError> {
-    let first_positions = list_segments(wal_dir)?;
-    let Some(start) = first_segment_to_read(&first_positions, snapshot_position, wal_dir)? else {
-        return Ok((TailRecovery::new(snapshot_position).finish(), None));
-    };
-    let mut recovery = TailRecovery::new(snapshot_position);
-    let mut last_segment = None;
-    let to_read = &first_positions[start..];
-    for (index, &first_position) in to_read.iter().enumerate() {
-        let path = wal_dir.join(segment_file_name(first_position));
-        let bytes = Bytes::from(fs::read(&path).context(|| format!("read {}", path.display()))?);
-        let file_bytes = bytes.len() as u64;
-        let is_last = index + 1 == to_read.len();
-        let valid_bytes = match recovery.accept_segment(&path, first_position, bytes, is_last)? {
-            SegmentVerdict::Intact => file_bytes,
-            SegmentVerdict::TruncateTornTail {
-                valid_bytes,
-                position,
-                fault,
-            } => {
-                tracing::warn!(
-                    file = %path.display(),
-                    byte_offset = valid_bytes,
-                    position,
-                    %fault,
-                    discarded_bytes = file_bytes - valid_bytes,
-                    "truncating an unfinished write at the end of the WAL"
-                );
-                truncate_file(&path, valid_bytes)?;
-                valid_bytes
-            }
-        };
-        last_segment = Some((first_position, valid_bytes));
-    }
-    let recovered = recovery.finish();
-    let last_segment = last_segment.map(|(first_position, valid_bytes)| LastSegment {
-        first_position,
-        valid_bytes,
-        next_position: recovered.wal_last_position + 1,
-    });
-    Ok((recovered, last_segment))
-}
-
-fn truncate_file(path: &Path, valid_bytes: u64) -> Result<(), LogError> {
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .context(|| format!("open {} to truncate it", path.display()))?;
-    file.set_len(valid_bytes)
-        .and_then(|()| file.sync_all())
-        .context(|| format!("truncate {} to {valid_bytes} bytes", path.display()))
-}
-
-/// The segment the writer appends to.
-#[derive(Debug)]
-struct ActiveSegment {
-    file: File,
-    path: PathBuf,
-    bytes: u64,
-}
-
-impl ActiveSegment {
-    /// Continues the recovered last segment when the next entry belongs at its end;
-    /// otherwise (an empty WAL, or one that ends before the snapshot) starts a new one.
-    fn open_or_create(
-        wal_dir: &Path,
-        last_segment: Option<LastSegment>,
-        next_position: Position,
-        shared: &Shared,
-    ) -> Result<Self, LogError> {
-        match last_segment {
-            Some(last) if last.next_position == next_position => {
-                let path = wal_dir.join(segment_file_name(last.first_position));
-                let file = OpenOptions::new()
-                    .append(true)
-                    .open(&path)
-                    .context(|| format!("open {} for appending", path.display()))?;
-                Ok(ActiveSegment {
-                    file,
-                    path,
-                    bytes: last.valid_bytes,
-                })
-            }
-            _ => Self::create(wal_dir, next_position, shared),
-        }
-    }
-
-    fn create(wal_dir: &Path, first_position: Position, shared: &Shared) -> Result<Self, LogError> {
-        let path = wal_dir.join(segment_file_name(first_position));
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
-            .context(|| format!("create segment {}", path.display()))?;
-        shared.timed_fsync(|| fsync_dir(wal_dir))?;
-        Ok(ActiveSegment {
-            file,
-            path,
-            bytes: 0,
-        })
-    }
-}
-
 /// The one thread that writes the WAL and assigns positions.
 struct Writer {
-    wal_dir: PathBuf,
-    segment: ActiveSegment,
+    segments: SegmentWriter,
     next_position: Position,
-    segment_bytes_max: u64,
     batch_entries_max: usize,
     batch_bytes_max: usize,
-    /// Encoded records not yet written; bounded by one batch plus one record.
-    buffer: Vec<u8>,
     /// Declared before `committed` so that, when a failed writer is dropped, appends already
     /// fail by the time the apply loop sees its channel end.
     queue: QueueReceiver<Bytes>,
@@ -542,13 +401,10 @@ impl Writer {
         let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
         let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
         let writer = Writer {
-            wal_dir: config.wal_dir.clone(),
-            segment,
+            segments: SegmentWriter::new(config.wal_dir.clone(), segment, config.segment_bytes_max),
             next_position: committed_position + 1,
-            segment_bytes_max: config.segment_bytes_max,
             batch_entries_max: config.batch_entries_max,
             batch_bytes_max: config.batch_bytes_max,
-            buffer: Vec::new(),
             queue: queue_rx,
             held_over: None,
             committed: committed_tx,
@@ -614,40 +470,13 @@ impl Writer {
         let mut committed = Vec::with_capacity(entries.len());
         for entry in entries {
             let position = self.next_position;
-            if self.segment_cannot_take(encoded_len(entry.len())) {
-                self.write_and_sync()?;
-                self.segment = ActiveSegment::create(&self.wal_dir, position, &self.shared)?;
-            }
-            encode_record(position, &entry, &mut self.buffer);
+            self.segments
+                .push(position, &[&entry], &self.shared.fsync)?;
             committed.push((position, entry));
             self.next_position = position + 1;
         }
-        self.write_and_sync()?;
+        self.segments.write_and_sync(&self.shared.fsync)?;
         Ok(CommittedBatch::new(committed))
-    }
-
-    fn segment_cannot_take(&self, record_bytes: usize) -> bool {
-        let pending = self.segment.bytes + self.buffer.len() as u64;
-        pending > 0 && pending + record_bytes as u64 > self.segment_bytes_max
-    }
-
-    fn write_and_sync(&mut self) -> Result<(), LogError> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let path = &self.segment.path;
-        self.segment
-            .file
-            .write_all(&self.buffer)
-            .context(|| format!("write {}", path.display()))?;
-        let file = &self.segment.file;
-        self.shared.timed_fsync(|| {
-            file.sync_data()
-                .context(|| format!("fdatasync {}", path.display()))
-        })?;
-        self.segment.bytes += self.buffer.len() as u64;
-        self.buffer.clear();
-        Ok(())
     }
 
     fn publish(&mut self, batch: CommittedBatch) {

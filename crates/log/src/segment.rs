@@ -1,0 +1,265 @@
+//! WAL segment files as every local log here uses them: recovering the segments in a
+//! directory, and appending records to the last one with one fdatasync per batch.
+//!
+//! Shared by [`crate::SingleLog`] and [`crate::ReplicaLog`]; what a record's payload means
+//! is up to them. This module decides nothing about recovery (that is `recovery`), it only
+//! carries out the verdicts on files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::error::{IoContext, LogError};
+use crate::fsutil::{file_names, fsync_dir};
+use crate::record::{encode_record_parts, encoded_len};
+use crate::recovery::{
+    first_segment_to_read, parse_segment_file_name, segment_file_name, RecoveredTail,
+    SegmentVerdict, TailRecovery,
+};
+use crate::Position;
+
+/// Fsync counters the writers publish for [`crate::LogStats`].
+#[derive(Debug, Default)]
+pub(crate) struct FsyncStats {
+    pub fsyncs: AtomicU64,
+    pub last_fsync_duration_us: AtomicU64,
+}
+
+impl FsyncStats {
+    pub fn timed_fsync(&self, sync: impl FnOnce() -> Result<(), LogError>) -> Result<(), LogError> {
+        let started = Instant::now();
+        sync()?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_fsync_duration_us.store(micros, Ordering::Relaxed);
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// First positions of the segment files in `wal_dir`, sorted.
+pub(crate) fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
+    let mut first_positions: Vec<Position> = file_names(wal_dir)?
+        .iter()
+        .filter_map(|name| parse_segment_file_name(name))
+        .collect();
+    first_positions.sort_unstable();
+    Ok(first_positions)
+}
+
+/// The last segment as recovery left it: its first position and its length in bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LastSegment {
+    pub first_position: Position,
+    pub valid_bytes: u64,
+    pub next_position: Position,
+}
+
+/// Reads every segment that can hold entries after `snapshot_position`, truncating a torn
+/// tail of the last one, and refusing damage anywhere else.
+pub(crate) fn recover_wal(
+    wal_dir: &Path,
+    snapshot_position: Position,
+) -> Result<(RecoveredTail, Option<LastSegment>), LogError> {
+    let first_positions = list_segments(wal_dir)?;
+    let Some(start) = first_segment_to_read(&first_positions, snapshot_position, wal_dir)? else {
+        return Ok((TailRecovery::new(snapshot_position).finish(), None));
+    };
+    let mut recovery = TailRecovery::new(snapshot_position);
+    let mut last_segment = None;
+    let to_read = &first_positions[start..];
+    for (index, &first_position) in to_read.iter().enumerate() {
+        let path = wal_dir.join(segment_file_name(first_position));
+        let bytes = Bytes::from(fs::read(&path).context(|| format!("read {}", path.display()))?);
+        let file_bytes = bytes.len() as u64;
+        let is_last = index + 1 == to_read.len();
+        let valid_bytes = match recovery.accept_segment(&path, first_position, bytes, is_last)? {
+            SegmentVerdict::Intact => file_bytes,
+            SegmentVerdict::TruncateTornTail {
+                valid_bytes,
+                position,
+                fault,
+            } => {
+                tracing::warn!(
+                    file = %path.display(),
+                    byte_offset = valid_bytes,
+                    position,
+                    %fault,
+                    discarded_bytes = file_bytes - valid_bytes,
+                    "truncating an unfinished write at the end of the WAL"
+                );
+                truncate_file(&path, valid_bytes)?;
+                valid_bytes
+            }
+        };
+        last_segment = Some((first_position, valid_bytes));
+    }
+    let recovered = recovery.finish();
+    let last_segment = last_segment.map(|(first_position, valid_bytes)| LastSegment {
+        first_position,
+        valid_bytes,
+        next_position: recovered.wal_last_position + 1,
+    });
+    Ok((recovered, last_segment))
+}
+
+/// Cuts `path` to `valid_bytes` and makes the new length durable.
+pub(crate) fn truncate_file(path: &Path, valid_bytes: u64) -> Result<(), LogError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .context(|| format!("open {} to truncate it", path.display()))?;
+    file.set_len(valid_bytes)
+        .and_then(|()| file.sync_all())
+        .context(|| format!("truncate {} to {valid_bytes} bytes", path.display()))
+}
+
+/// The segment a writer appends to.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    file: File,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl ActiveSegment {
+    /// Continues the recovered last segment when the next entry belongs at its end;
+    /// otherwise (an empty WAL, or one that ends before the snapshot) starts a new one.
+    pub fn open_or_create(
+        wal_dir: &Path,
+        last_segment: Option<LastSegment>,
+        next_position: Position,
+        stats: &FsyncStats,
+    ) -> Result<Self, LogError> {
+        match last_segment {
+            Some(last) if last.next_position == next_position => {
+                Self::open_existing(wal_dir, last.first_position, last.valid_bytes)
+            }
+            _ => Self::create(wal_dir, next_position, stats),
+        }
+    }
+
+    /// Opens an existing segment whose intact records end at `valid_bytes` (the file's
+    /// length: recovery or a truncation has already cut anything after them).
+    pub fn open_existing(
+        wal_dir: &Path,
+        first_position: Position,
+        valid_bytes: u64,
+    ) -> Result<Self, LogError> {
+        let path = wal_dir.join(segment_file_name(first_position));
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .context(|| format!("open {} for appending", path.display()))?;
+        Ok(ActiveSegment {
+            file,
+            path,
+            bytes: valid_bytes,
+        })
+    }
+
+    pub fn create(
+        wal_dir: &Path,
+        first_position: Position,
+        stats: &FsyncStats,
+    ) -> Result<Self, LogError> {
+        let path = wal_dir.join(segment_file_name(first_position));
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .context(|| format!("create segment {}", path.display()))?;
+        stats.timed_fsync(|| fsync_dir(wal_dir))?;
+        Ok(ActiveSegment {
+            file,
+            path,
+            bytes: 0,
+        })
+    }
+}
+
+/// Encodes records into a buffer and writes them to the active segment, rolling to a new
+/// segment before a record would take it past `segment_bytes_max`. Nothing is durable until
+/// [`SegmentWriter::write_and_sync`] returns.
+#[derive(Debug)]
+pub(crate) struct SegmentWriter {
+    wal_dir: PathBuf,
+    segment: ActiveSegment,
+    segment_bytes_max: u64,
+    /// Encoded records not yet written; bounded by one batch plus one record.
+    buffer: Vec<u8>,
+}
+
+impl SegmentWriter {
+    pub fn new(wal_dir: PathBuf, segment: ActiveSegment, segment_bytes_max: u64) -> Self {
+        SegmentWriter {
+            wal_dir,
+            segment,
+            segment_bytes_max,
+            buffer: Vec::new(),
+        }
+    }
+
+    pub fn wal_dir(&self) -> &Path {
+        &self.wal_dir
+    }
+
+    /// Buffers the record for `position` whose payload is `parts` concatenated; when the
+    /// active segment cannot take it, first makes what it has durable and starts a segment
+    /// at `position`.
+    pub fn push(
+        &mut self,
+        position: Position,
+        parts: &[&[u8]],
+        stats: &FsyncStats,
+    ) -> Result<(), LogError> {
+        let payload_bytes = parts.iter().map(|part| part.len()).sum();
+        if self.segment_cannot_take(encoded_len(payload_bytes)) {
+            self.write_and_sync(stats)?;
+            self.segment = ActiveSegment::create(&self.wal_dir, position, stats)?;
+        }
+        encode_record_parts(position, parts, &mut self.buffer);
+        Ok(())
+    }
+
+    fn segment_cannot_take(&self, record_bytes: usize) -> bool {
+        let pending = self.segment.bytes + self.buffer.len() as u64;
+        pending > 0 && pending + record_bytes as u64 > self.segment_bytes_max
+    }
+
+    /// Writes the buffered records and fdatasyncs them: one sync for the whole batch.
+    pub fn write_and_sync(&mut self, stats: &FsyncStats) -> Result<(), LogError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let path = &self.segment.path;
+        self.segment
+            .file
+            .write_all(&self.buffer)
+            .context(|| format!("write {}", path.display()))?;
+        let file = &self.segment.file;
+        stats.timed_fsync(|| {
+            file.sync_data()
+                .context(|| format!("fdatasync {}", path.display()))
+        })?;
+        self.segment.bytes += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Continues in another segment, after a truncation or a snapshot install rewrote the
+    /// segment files underneath this writer.
+    ///
+    /// # Panics
+    /// If records are buffered: they would land in the wrong file.
+    pub fn restart(&mut self, segment: ActiveSegment) {
+        assert!(
+            self.buffer.is_empty(),
+            "a segment writer restarts only with nothing buffered"
+        );
+        self.segment = segment;
+    }
+}
