@@ -445,6 +445,7 @@ impl Core {
             session_id: 0,
             cxid: 0,
             time_ms: self.now.wall_ms,
+            owner: 0,
             op: CommandOp::CreateSession {
                 timeout_ms,
                 password,
@@ -553,6 +554,7 @@ impl Core {
                 session_id,
                 cxid: 0,
                 time_ms: self.now.wall_ms,
+                owner: 0,
                 op: CommandOp::CloseSession,
             };
             if !self.append(0, command) {
@@ -584,6 +586,7 @@ impl Core {
                 session_id: 0,
                 cxid: 0,
                 time_ms: self.now.wall_ms,
+                owner: 0,
                 op: CommandOp::Reap { path },
             };
             if !self.append(0, command) {
@@ -726,6 +729,7 @@ impl Core {
             session_id,
             cxid: xid,
             time_ms: self.now.wall_ms,
+            owner: 0,
             op,
         };
         if !self.append(connection, command) {
@@ -993,7 +997,11 @@ impl Core {
                     false,
                 );
             }
-            Outcome::Reply(_) | Outcome::Reaped => {}
+            Outcome::Reply(_)
+            | Outcome::Reaped
+            | Outcome::Touched { .. }
+            | Outcome::ExpireSkipped { .. }
+            | Outcome::Attached { .. } => {}
         }
         self.maybe_snapshot();
     }

@@ -1,10 +1,13 @@
 //! Log commands: what a server accepted from a client, stamped with session, cxid and time.
 //! Their encoding is the log entry, so it is versioned and decoding never trusts its input.
 
+use crate::Zxid;
 use zoolog_proto::{DecodeError, Id, Jute, Reader, Request};
 
 /// The first byte of every encoded command; bump it when the layout changes.
-const ENCODING_VERSION: u8 = 1;
+/// Version 2 added [`Command::owner`]; version 1 entries still decode, with owner 0.
+const ENCODING_VERSION: u8 = 2;
+const ENCODING_VERSION_1: u8 = 1;
 
 /// A command in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,30 +16,54 @@ pub struct Command {
     pub cxid: i32,
     /// Wall-clock time stamped by the accepting server: the ctime/mtime of what this creates.
     pub time_ms: i64,
+    /// Token of the client connection that sent this command (0 for commands no connection
+    /// sent, and for every command of a server that does not track owners). A session belongs
+    /// to the owner that created or last attached it; a write or close carrying another owner
+    /// fails with SESSIONMOVED (see [`CommandOp::Attach`]).
+    pub owner: u64,
     pub op: CommandOp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommandOp {
     /// Opens a session. Its id is assigned by apply, `(server_id << 56) | zxid`, unique forever
-    /// because zxids are; the proposer only chooses the password.
+    /// because zxids are; the proposer only chooses the password. The session's owner is the
+    /// command's [`Command::owner`] and it counts as touched at this zxid.
     CreateSession { timeout_ms: i32, password: Vec<u8> },
-    /// Explicit close or expiry: deletes the session's ephemerals. Unknown session: no-op.
+    /// Explicit close: deletes the session's ephemerals. Unknown session: no-op
+    /// ([`Outcome::SessionClosed`](crate::Outcome::SessionClosed) all the same). From a
+    /// connection that is not the session's owner: `Reply(Err(SessionMoved))` and no effect.
     CloseSession,
-    /// A client write (create*, delete, setData, setACL, multi) with the caller's identities at
-    /// submit time, for ACL checks and `auth` expansion.
+    /// A client write (create*, delete, setData, setACL, multi, sync) with the caller's
+    /// identities at submit time, for ACL checks and `auth` expansion. From the session's owner
+    /// it touches the session, whatever its result; from another owner every op that checks
+    /// its session fails with SESSIONMOVED.
     Write {
         request: Request,
         identities: Vec<Id>,
     },
     /// Container/TTL reaper: deletes `path` only if, at this command's time, it still qualifies.
     Reap { path: String },
+    /// Batched liveness: each listed live session counts as touched at this zxid. Ids of
+    /// unknown or closed sessions are ignored. `session_id` of the command is not used.
+    Touch { sessions: Vec<i64> },
+    /// Conditional expiry of the command's `session_id`: closes it exactly as
+    /// [`CommandOp::CloseSession`] does unless it was touched at a zxid greater than
+    /// `unless_touched_after` (or is gone already), in which case it is a no-op. Ownership is
+    /// not checked: any server may append it. Why this is safe: see the crate documentation.
+    Expire { unless_touched_after: Zxid },
+    /// The client of the command's `session_id` reconnected through connection `owner`: the
+    /// session now belongs to it, and counts as touched. Unknown session: no-op.
+    Attach { owner: u64 },
 }
 
 const TAG_CREATE_SESSION: u8 = 1;
 const TAG_CLOSE_SESSION: u8 = 2;
 const TAG_WRITE: u8 = 3;
 const TAG_REAP: u8 = 4;
+const TAG_TOUCH: u8 = 5;
+const TAG_EXPIRE: u8 = 6;
+const TAG_ATTACH: u8 = 7;
 
 impl Command {
     pub fn encode(&self) -> Vec<u8> {
@@ -45,6 +72,7 @@ impl Command {
         self.session_id.write_to(&mut out);
         self.cxid.write_to(&mut out);
         self.time_ms.write_to(&mut out);
+        (self.owner as i64).write_to(&mut out);
         match &self.op {
             CommandOp::CreateSession {
                 timeout_ms,
@@ -69,6 +97,20 @@ impl Command {
                 out.push(TAG_REAP);
                 path.write_to(&mut out);
             }
+            CommandOp::Touch { sessions } => {
+                out.push(TAG_TOUCH);
+                sessions.write_to(&mut out);
+            }
+            CommandOp::Expire {
+                unless_touched_after,
+            } => {
+                out.push(TAG_EXPIRE);
+                unless_touched_after.write_to(&mut out);
+            }
+            CommandOp::Attach { owner } => {
+                out.push(TAG_ATTACH);
+                (*owner as i64).write_to(&mut out);
+            }
         }
         out
     }
@@ -76,7 +118,7 @@ impl Command {
     pub fn decode(bytes: &[u8]) -> Result<Command, DecodeError> {
         let reader = &mut Reader::new(bytes);
         let version = reader.take(1)?[0];
-        if version != ENCODING_VERSION {
+        if version != ENCODING_VERSION && version != ENCODING_VERSION_1 {
             return Err(DecodeError::UnknownOpcode {
                 opcode: i32::from(version),
             });
@@ -84,6 +126,11 @@ impl Command {
         let session_id = i64::read_from(reader)?;
         let cxid = i32::read_from(reader)?;
         let time_ms = i64::read_from(reader)?;
+        let owner = if version == ENCODING_VERSION_1 {
+            0
+        } else {
+            i64::read_from(reader)? as u64
+        };
         let op = match reader.take(1)?[0] {
             TAG_CREATE_SESSION => CommandOp::CreateSession {
                 timeout_ms: i32::read_from(reader)?,
@@ -102,6 +149,15 @@ impl Command {
             TAG_REAP => CommandOp::Reap {
                 path: String::read_from(reader)?,
             },
+            TAG_TOUCH => CommandOp::Touch {
+                sessions: Vec::<i64>::read_from(reader)?,
+            },
+            TAG_EXPIRE => CommandOp::Expire {
+                unless_touched_after: i64::read_from(reader)?,
+            },
+            TAG_ATTACH => CommandOp::Attach {
+                owner: i64::read_from(reader)? as u64,
+            },
             tag => {
                 return Err(DecodeError::UnknownOpcode {
                     opcode: i32::from(tag),
@@ -113,6 +169,7 @@ impl Command {
             session_id,
             cxid,
             time_ms,
+            owner,
             op,
         })
     }

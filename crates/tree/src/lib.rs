@@ -15,6 +15,33 @@
 //! The tree is built from persistent maps (`imbl`), so [`DataTree::clone`] is O(1): a snapshot
 //! is a frozen clone serialized on another thread while apply continues, and a multi is tried on
 //! a clone that is kept only if every op succeeds.
+//!
+//! ## Sessions in a replicated log
+//!
+//! Session creation, closing and expiry are log entries, so every replica agrees on which
+//! sessions (and so which ephemerals) exist. Each [`SessionInfo`] records `touched_at`, the zxid
+//! of its latest sign of life: its `CreateSession`, any `Write` from its owner, a batched
+//! [`CommandOp::Touch`] listing it (appended by whichever server the client talks to), or an
+//! [`CommandOp::Attach`].
+//!
+//! Expiry is the conditional [`CommandOp::Expire`]`{ unless_touched_after: P }`: it closes the
+//! session only if `touched_at <= P` when it is applied, and is a no-op otherwise. It is safe
+//! whoever appends it, with no leader and no agreement between servers on clocks or sessions:
+//! an appender appends it only after it has applied the log up to position P and then watched
+//! for a whole session timeout without seeing any entry after P touch the session. Whether the
+//! session is then expired depends only on the log, never on the appender: if any touch for it
+//! (from any server, appended at any time) is ordered before the expiry but after P, the expiry
+//! is a no-op on every replica; if none is, every replica expires it, and a touch ordered after
+//! the expiry finds no session and is ignored. So two servers racing to expire, or one server
+//! expiring while the client talks to another, can only cancel an expiry, never apply a wrong
+//! one: a client whose server keeps appending touches more often than the timeout is never
+//! expired, and the decision is the same on every replica because it is made at apply time.
+//!
+//! Each session also has an `owner`, the token of the connection that holds it
+//! ([`Command::owner`] of its `CreateSession`, or of its latest `Attach` when the client
+//! reconnects elsewhere). Writes and closes carrying another owner fail with SESSIONMOVED
+//! (-118), as ZooKeeper's `checkSession(sessionId, owner)` does, so requests still in flight
+//! from a connection the client left cannot act on its session after the move.
 
 pub mod acl;
 mod command;

@@ -11,7 +11,10 @@ use imbl::OrdSet;
 use std::sync::Arc;
 use zoolog_proto::{Acl, DecodeError, Jute, Reader};
 
-const MAGIC: &[u8; 8] = b"ZLTREE\0\x01";
+/// The last byte is the format version. Version 2 added each session's `touched_at` and
+/// `owner`; version 1 snapshots still decode, with both 0.
+const MAGIC: &[u8; 8] = b"ZLTREE\0\x02";
+const MAGIC_V1: &[u8; 8] = b"ZLTREE\0\x01";
 
 const KIND_PERSISTENT: u8 = 0;
 const KIND_EPHEMERAL: u8 = 1;
@@ -42,6 +45,8 @@ impl DataTree {
             session_id.write_to(out);
             session.timeout_ms.write_to(out);
             write_bytes(Some(&session.password), out);
+            session.touched_at.write_to(out);
+            (session.owner as i64).write_to(out);
         }
         (self.nodes.len() as i64).write_to(out);
         // Parents before children, children in name order: decode links as it reads.
@@ -60,22 +65,41 @@ impl DataTree {
 
     pub fn decode_snapshot(bytes: &[u8], config: TreeConfig) -> Result<DataTree, SnapshotError> {
         let reader = &mut Reader::new(bytes);
-        if reader.take(MAGIC.len())? != MAGIC {
-            return Err(SnapshotError::BadMagic);
-        }
+        let has_liveness = match reader.take(MAGIC.len())? {
+            magic if magic == MAGIC => true,
+            magic if magic == MAGIC_V1 => false,
+            _ => return Err(SnapshotError::BadMagic),
+        };
         let mut tree = DataTree::empty(config);
         tree.last_applied_zxid = i64::read_from(reader)?;
         if tree.last_applied_zxid < 0 {
             return Err(inconsistent("negative zxid"));
         }
-        for _ in 0..read_count(reader, 8 + 4 + 4)? {
+        let session_bytes_min = if has_liveness {
+            8 + 4 + 4 + 8 + 8
+        } else {
+            8 + 4 + 4
+        };
+        for _ in 0..read_count(reader, session_bytes_min)? {
             let session_id = i64::read_from(reader)?;
             let timeout_ms = i32::read_from(reader)?;
             let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
+            let (touched_at, owner) = if has_liveness {
+                (i64::read_from(reader)?, i64::read_from(reader)? as u64)
+            } else {
+                (0, 0)
+            };
+            if !(0..=tree.last_applied_zxid).contains(&touched_at) {
+                return Err(inconsistent(format!(
+                    "session {session_id:#x} touched at {touched_at}, outside the snapshot"
+                )));
+            }
             let info = SessionInfo {
                 timeout_ms,
                 password,
                 ephemerals: OrdSet::new(),
+                touched_at,
+                owner,
             };
             if tree.sessions.insert(session_id, info).is_some() {
                 return Err(inconsistent(format!("session {session_id:#x} twice")));

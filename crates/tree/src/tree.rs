@@ -43,6 +43,13 @@ pub struct SessionInfo {
     pub password: Vec<u8>,
     /// Paths of the ephemeral nodes this session owns, sorted.
     pub ephemerals: OrdSet<String>,
+    /// The zxid of the session's latest sign of life in the log: its CreateSession, a Write
+    /// from its owner, a Touch listing it, or an Attach. An Expire conditioned on an earlier
+    /// position is a no-op.
+    pub touched_at: Zxid,
+    /// Token of the connection that holds the session ([`Command::owner`] of its CreateSession
+    /// or latest Attach). Writes and closes from other owners fail with SESSIONMOVED.
+    pub owner: u64,
 }
 
 /// The two server-side watch tables of §8.2.
@@ -88,8 +95,22 @@ pub enum Outcome {
         timeout_ms: i32,
         password: Vec<u8>,
     },
+    /// A CloseSession (of a live or unknown session), or an Expire that closed its session.
     SessionClosed,
     Reaped,
+    /// A Touch: how many of the listed sessions were live (and so were touched).
+    Touched {
+        live: usize,
+    },
+    /// An Expire that did nothing: the session is unknown (`session_exists` false) or was
+    /// touched after the expiry's position (`session_exists` true).
+    ExpireSkipped {
+        session_exists: bool,
+    },
+    /// An Attach: whether the session exists (and so now belongs to the command's owner).
+    Attached {
+        session_exists: bool,
+    },
 }
 
 /// A read's answer and the watch to register with it, taken at the same point of the log.
@@ -104,6 +125,8 @@ pub(crate) struct Txn<'a> {
     pub zxid: Zxid,
     pub time_ms: i64,
     pub session_id: i64,
+    /// The connection token the command came from; checked against the session's owner.
+    pub owner: u64,
     pub identities: &'a [Id],
     pub triggers: Vec<Trigger>,
 }
@@ -229,6 +252,7 @@ impl DataTree {
             zxid,
             time_ms: command.time_ms,
             session_id: command.session_id,
+            owner: command.owner,
             identities,
             triggers: Vec::new(),
         };
@@ -236,12 +260,63 @@ impl DataTree {
             CommandOp::CreateSession {
                 timeout_ms,
                 password,
-            } => self.create_session(zxid, *timeout_ms, password),
-            CommandOp::CloseSession => {
-                self.close_session(&mut txn);
-                Outcome::SessionClosed
+            } => self.create_session(zxid, *timeout_ms, password, command.owner),
+            CommandOp::CloseSession => match self.sessions.get(&command.session_id) {
+                Some(session) if session.owner != command.owner => {
+                    Outcome::Reply(Err(ErrorCode::SessionMoved))
+                }
+                _ => {
+                    self.close_session(&mut txn);
+                    Outcome::SessionClosed
+                }
+            },
+            CommandOp::Write { request, .. } => {
+                let result = self.write(&mut txn, request);
+                if let Some(session) = self.sessions.get_mut(&command.session_id) {
+                    if session.owner == command.owner {
+                        session.touched_at = zxid;
+                    }
+                }
+                Outcome::Reply(result)
             }
-            CommandOp::Write { request, .. } => Outcome::Reply(self.write(&mut txn, request)),
+            CommandOp::Touch { sessions } => {
+                let mut live = 0;
+                for session_id in sessions {
+                    if let Some(session) = self.sessions.get_mut(session_id) {
+                        session.touched_at = zxid;
+                        live += 1;
+                    }
+                }
+                Outcome::Touched { live }
+            }
+            CommandOp::Expire {
+                unless_touched_after,
+            } => match self.sessions.get(&command.session_id) {
+                None => Outcome::ExpireSkipped {
+                    session_exists: false,
+                },
+                Some(session) if session.touched_at > *unless_touched_after => {
+                    Outcome::ExpireSkipped {
+                        session_exists: true,
+                    }
+                }
+                Some(_) => {
+                    self.close_session(&mut txn);
+                    Outcome::SessionClosed
+                }
+            },
+            CommandOp::Attach { owner } => match self.sessions.get_mut(&command.session_id) {
+                None => Outcome::Attached {
+                    session_exists: false,
+                },
+                Some(session) => {
+                    session.owner = *owner;
+                    session.touched_at = zxid;
+                    Outcome::Attached {
+                        session_exists: true,
+                    }
+                }
+            },
             CommandOp::Reap { path } => {
                 if self.is_reapable(path, command.time_ms) {
                     self.remove_node(path, &mut txn);
@@ -255,7 +330,13 @@ impl DataTree {
         }
     }
 
-    fn create_session(&mut self, zxid: Zxid, timeout_ms: i32, password: &[u8]) -> Outcome {
+    fn create_session(
+        &mut self,
+        zxid: Zxid,
+        timeout_ms: i32,
+        password: &[u8],
+        owner: u64,
+    ) -> Outcome {
         assert!(
             zxid >> SESSION_ZXID_BITS == 0,
             "zxid {zxid} does not fit the 56 bits of a session id"
@@ -265,6 +346,8 @@ impl DataTree {
             timeout_ms,
             password: password.to_vec(),
             ephemerals: OrdSet::new(),
+            touched_at: zxid,
+            owner,
         };
         let previous = self.sessions.insert(session_id, info);
         assert!(
@@ -297,12 +380,14 @@ impl DataTree {
         );
     }
 
-    /// SESSIONEXPIRED unless the session is live at this point of the log.
-    pub(crate) fn check_session(&self, session_id: i64) -> Result<(), ErrorCode> {
-        if self.sessions.contains_key(&session_id) {
-            Ok(())
-        } else {
-            Err(ErrorCode::SessionExpired)
+    /// ZooKeeper's `checkSession(sessionId, owner)`, at the same point of each op's checks:
+    /// SESSIONEXPIRED unless the session is live at this point of the log, SESSIONMOVED when
+    /// the op came through a connection that no longer holds it.
+    pub(crate) fn check_session(&self, txn: &Txn<'_>) -> Result<(), ErrorCode> {
+        match self.sessions.get(&txn.session_id) {
+            None => Err(ErrorCode::SessionExpired),
+            Some(session) if session.owner != txn.owner => Err(ErrorCode::SessionMoved),
+            Some(_) => Ok(()),
         }
     }
 

@@ -11,8 +11,8 @@ use zoolog_proto::codes::perms;
 use zoolog_proto::request::allowed_in_multi;
 use zoolog_proto::{
     Acl, CheckVersionRequest, Create2Response, CreateMode, CreateRequest, CreateResponse,
-    CreateTtlRequest, Data, DeleteRequest, ErrorCode, MultiResult, OpCode, Request, Response,
-    SetAclRequest, SetDataRequest, StatResponse,
+    CreateTtlRequest, Data, DeleteRequest, ErrorCode, MultiResult, OpCode, PathRequest, Request,
+    Response, SetAclRequest, SetDataRequest, StatResponse,
 };
 
 /// Largest TTL ZooKeeper can encode: 40 bits of milliseconds.
@@ -103,6 +103,7 @@ impl DataTree {
                 .set_acl(txn, r)
                 .map(|stat| Response::Stat(StatResponse { stat })),
             Request::Check(r) => self.check(txn, r).map(|()| Response::Empty),
+            Request::Sync(r) => self.sync(txn, r).map(Response::Sync),
             _ => Err(ErrorCode::Unimplemented),
         }
     }
@@ -131,7 +132,7 @@ impl DataTree {
         if !ttl_is_valid {
             return Err(ErrorCode::BadArguments);
         }
-        self.check_session(txn.session_id)?;
+        self.check_session(txn)?;
         let parent_path = path::parent_of(args.path)
             .filter(|_| !args.path.contains('\0'))
             .ok_or(ErrorCode::BadArguments)?;
@@ -196,7 +197,7 @@ impl DataTree {
 
     /// §5.2.
     fn delete(&mut self, txn: &mut Txn<'_>, request: &DeleteRequest) -> Result<(), ErrorCode> {
-        self.check_session(txn.session_id)?;
+        self.check_session(txn)?;
         let parent_path = deletable_parent(&request.path)?;
         let parent = self.nodes.get(parent_path).ok_or(ErrorCode::NoNode)?;
         self.require(&parent.acl, perms::DELETE, txn.identities)?;
@@ -230,7 +231,7 @@ impl DataTree {
         txn: &mut Txn<'_>,
         request: &SetDataRequest,
     ) -> Result<zoolog_proto::Stat, ErrorCode> {
-        self.check_session(txn.session_id)?;
+        self.check_session(txn)?;
         let node = self.existing_valid_path(&request.path)?;
         self.require(&node.acl, perms::WRITE, txn.identities)?;
         self.check_quota(
@@ -248,7 +249,7 @@ impl DataTree {
         txn: &mut Txn<'_>,
         request: &SetAclRequest,
     ) -> Result<zoolog_proto::Stat, ErrorCode> {
-        self.check_session(txn.session_id)?;
+        self.check_session(txn)?;
         if !path::is_valid(&request.path) {
             return Err(ErrorCode::BadArguments);
         }
@@ -264,10 +265,17 @@ impl DataTree {
 
     /// §9.3 check: exists, READ, version.
     fn check(&mut self, txn: &mut Txn<'_>, request: &CheckVersionRequest) -> Result<(), ErrorCode> {
-        self.check_session(txn.session_id)?;
+        self.check_session(txn)?;
         let node = self.existing_valid_path(&request.path)?;
         self.require(&node.acl, perms::READ, txn.identities)?;
         check_version(node.version, request.version)
+    }
+
+    /// sync (9) ordered through the log: ZooKeeper checks the session only (no path or ACL
+    /// check) and answers with the request's path. Changes nothing, fires nothing.
+    fn sync(&mut self, txn: &mut Txn<'_>, request: &PathRequest) -> Result<PathRequest, ErrorCode> {
+        self.check_session(txn)?;
+        Ok(request.clone())
     }
 
     fn existing_valid_path(&self, path: &str) -> Result<&Node, ErrorCode> {
@@ -409,6 +417,7 @@ mod tests {
                 session_id,
                 cxid: 0,
                 time_ms: 0,
+                owner: 0,
                 op,
             },
         )
@@ -426,6 +435,7 @@ mod tests {
                 session_id: 0,
                 cxid: 0,
                 time_ms: 0,
+                owner: 0,
                 op: CommandOp::CreateSession {
                     timeout_ms: 1,
                     password: vec![],

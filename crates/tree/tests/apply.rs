@@ -939,12 +939,25 @@ fn commands_round_trip_and_reject_garbage() {
             ]),
             identities: vec![Id::new("ip", "::1"), Id::new("super", "")],
         },
+        CommandOp::Write {
+            request: Request::Sync(PathRequest { path: "/s".into() }),
+            identities: vec![],
+        },
+        CommandOp::Touch {
+            sessions: vec![1, -2, i64::MAX],
+        },
+        CommandOp::Touch { sessions: vec![] },
+        CommandOp::Expire {
+            unless_touched_after: 77,
+        },
+        CommandOp::Attach { owner: u64::MAX },
     ];
-    for op in commands {
+    for (index, op) in commands.into_iter().enumerate() {
         let command = Command {
             session_id: -5,
             cxid: 9,
             time_ms: 123,
+            owner: [0, 1, u64::MAX - 3][index % 3],
             op,
         };
         let bytes = command.encode();

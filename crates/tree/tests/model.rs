@@ -6,7 +6,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use zoolog_proto::codes::perms;
 use zoolog_proto::*;
 use zoolog_tree::*;
@@ -40,7 +40,8 @@ struct ModelNode {
 #[derive(Clone)]
 struct Model {
     nodes: BTreeMap<String, ModelNode>,
-    sessions: BTreeSet<i64>,
+    /// Live sessions: id → (touched_at, owner).
+    sessions: BTreeMap<i64, (i64, u64)>,
     triggers: Vec<(Table, String, EventType)>,
 }
 
@@ -80,6 +81,7 @@ struct Ctx<'a> {
     zxid: i64,
     time: i64,
     session: i64,
+    owner: u64,
     ids: &'a [Id],
 }
 
@@ -116,7 +118,7 @@ impl Model {
         );
         Model {
             nodes,
-            sessions: BTreeSet::new(),
+            sessions: BTreeMap::new(),
             triggers: vec![],
         }
     }
@@ -178,10 +180,10 @@ impl Model {
     }
 
     fn live(&self, c: &Ctx) -> Result<(), ErrorCode> {
-        if self.sessions.contains(&c.session) {
-            Ok(())
-        } else {
-            Err(ErrorCode::SessionExpired)
+        match self.sessions.get(&c.session) {
+            None => Err(ErrorCode::SessionExpired),
+            Some(&(_, owner)) if owner != c.owner => Err(ErrorCode::SessionMoved),
+            Some(_) => Ok(()),
         }
     }
 
@@ -365,6 +367,10 @@ impl Model {
                 }
                 Ok(Response::Empty)
             }
+            Request::Sync(r) => {
+                self.live(c)?;
+                Ok(Response::Sync(r.clone()))
+            }
             Request::Multi(ops) => {
                 let saved = self.clone();
                 let mut results = vec![];
@@ -406,6 +412,7 @@ impl Model {
             zxid,
             time: command.time_ms,
             session: command.session_id,
+            owner: command.owner,
             ids,
         };
         match &command.op {
@@ -414,38 +421,84 @@ impl Model {
                 password,
             } => {
                 let session_id = (1 << 56) | zxid;
-                self.sessions.insert(session_id);
+                self.sessions.insert(session_id, (zxid, command.owner));
                 Outcome::SessionCreated {
                     session_id,
                     timeout_ms: *timeout_ms,
                     password: password.clone(),
                 }
             }
-            CommandOp::CloseSession => {
-                let owned: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .filter(|(_, n)| n.kind == Kind::Ephemeral(c.session))
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                for path in owned {
-                    self.remove(&c, &path);
+            CommandOp::CloseSession => match self.sessions.get(&c.session) {
+                Some(&(_, owner)) if owner != c.owner => {
+                    Outcome::Reply(Err(ErrorCode::SessionMoved))
                 }
-                self.sessions.remove(&c.session);
-                Outcome::SessionClosed
+                _ => self.close(&c),
+            },
+            CommandOp::Touch { sessions } => {
+                let mut live = 0;
+                for id in sessions {
+                    if let Some(session) = self.sessions.get_mut(id) {
+                        session.0 = zxid;
+                        live += 1;
+                    }
+                }
+                Outcome::Touched { live }
             }
+            CommandOp::Expire {
+                unless_touched_after,
+            } => match self.sessions.get(&c.session) {
+                None => Outcome::ExpireSkipped {
+                    session_exists: false,
+                },
+                Some(&(touched, _)) if touched > *unless_touched_after => Outcome::ExpireSkipped {
+                    session_exists: true,
+                },
+                Some(_) => self.close(&c),
+            },
+            CommandOp::Attach { owner } => match self.sessions.get_mut(&c.session) {
+                None => Outcome::Attached {
+                    session_exists: false,
+                },
+                Some(session) => {
+                    *session = (zxid, *owner);
+                    Outcome::Attached {
+                        session_exists: true,
+                    }
+                }
+            },
             CommandOp::Reap { path } => {
                 if self.reapable(path, c.time, config) {
                     self.remove(&c, path);
                 }
                 Outcome::Reaped
             }
-            CommandOp::Write {
-                request: Request::Check(_),
-                ..
-            } => Outcome::Reply(Err(ErrorCode::Unimplemented)),
-            CommandOp::Write { request, .. } => Outcome::Reply(self.op(&c, request)),
+            CommandOp::Write { request, .. } => {
+                let result = match request {
+                    Request::Check(_) => Err(ErrorCode::Unimplemented),
+                    request => self.op(&c, request),
+                };
+                if let Some(session) = self.sessions.get_mut(&c.session) {
+                    if session.1 == c.owner {
+                        session.0 = zxid;
+                    }
+                }
+                Outcome::Reply(result)
+            }
         }
+    }
+
+    fn close(&mut self, c: &Ctx) -> Outcome {
+        let owned: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.kind == Kind::Ephemeral(c.session))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in owned {
+            self.remove(c, &path);
+        }
+        self.sessions.remove(&c.session);
+        Outcome::SessionClosed
     }
 
     fn reapable(&self, path: &str, now: i64, config: &TreeConfig) -> bool {
@@ -556,6 +609,7 @@ impl Generator {
                 data: self.data(),
                 version: self.version(),
             }),
+            8 if self.rng.gen_bool(0.2) => Request::Sync(PathRequest { path }),
             8 => Request::SetAcl(SetAclRequest {
                 path,
                 acl: self.acl(),
@@ -568,7 +622,7 @@ impl Generator {
         }
     }
 
-    fn command(&mut self, time_ms: i64) -> Command {
+    fn command(&mut self, time_ms: i64, zxid: i64) -> Command {
         let session_id = if self.sessions.is_empty() || self.rng.gen_bool(0.03) {
             424242
         } else {
@@ -579,12 +633,32 @@ impl Generator {
             1 => vec![Id::new("super", "")],
             _ => vec![Id::new("ip", "127.0.0.1")],
         };
-        let op = match self.rng.gen_range(0..40) {
+        // Mostly the owner that created the sessions; sometimes a connection they never had.
+        let owner = if self.rng.gen_bool(0.9) { 0 } else { 7 };
+        let op = match self.rng.gen_range(0..46) {
             0..=1 => CommandOp::CreateSession {
                 timeout_ms: 5000,
                 password: vec![1; 16],
             },
             2 => CommandOp::CloseSession,
+            40..=41 => {
+                let count = if self.sessions.is_empty() {
+                    0
+                } else {
+                    self.rng.gen_range(0..3)
+                };
+                let mut sessions: Vec<i64> = (0..count)
+                    .map(|_| self.pick(&self.sessions.clone()))
+                    .collect();
+                sessions.push(424242);
+                CommandOp::Touch { sessions }
+            }
+            42..=43 => CommandOp::Expire {
+                unless_touched_after: zxid - self.rng.gen_range(1..60),
+            },
+            44 => CommandOp::Attach {
+                owner: self.pick(&[0, 7]),
+            },
             3..=4 => CommandOp::Reap {
                 path: self.pick(PATHS).to_owned(),
             },
@@ -593,7 +667,7 @@ impl Generator {
                 // setACL is not a multi op (the decoder refuses it); check stands in for it.
                 let ops = (0..count)
                     .map(|_| self.write_op())
-                    .filter(|op| !matches!(op, Request::SetAcl(_)))
+                    .filter(|op| !matches!(op, Request::SetAcl(_) | Request::Sync(_)))
                     .collect();
                 CommandOp::Write {
                     request: Request::Multi(ops),
@@ -609,6 +683,7 @@ impl Generator {
             session_id,
             cxid: 1,
             time_ms,
+            owner,
             op,
         }
     }
@@ -630,7 +705,10 @@ fn assert_same_state(tree: &DataTree, model: &Model, context: &str) {
         let expected = (node.data.clone(), model.stat(path), model.children(path));
         assert_eq!(tree.node(path), Some(expected), "{context}: {path}");
     }
-    let sessions: BTreeSet<i64> = tree.sessions().map(|(id, _)| id).collect();
+    let sessions: BTreeMap<i64, (i64, u64)> = tree
+        .sessions()
+        .map(|(id, info)| (id, (info.touched_at, info.owner)))
+        .collect();
     assert_eq!(sessions, model.sessions, "{context}: sessions");
     let ephemerals = model
         .nodes
@@ -640,7 +718,16 @@ fn assert_same_state(tree: &DataTree, model: &Model, context: &str) {
     assert_eq!(tree.ephemeral_count(), ephemerals, "{context}: ephemerals");
 }
 
-fn run(seed: u64) {
+/// How often the session commands took each branch, so the test shows it exercised them.
+#[derive(Default, Debug)]
+struct Coverage {
+    expired: usize,
+    expiry_skipped: usize,
+    moved: usize,
+    attached: usize,
+}
+
+fn run(seed: u64, coverage: &mut Coverage) {
     let config = TreeConfig {
         extended_types_enabled: true,
         container_never_used_ms: 3_000,
@@ -657,11 +744,28 @@ fn run(seed: u64) {
     for step in 1..=STEPS {
         let zxid = step as i64;
         time_ms += generator.rng.gen_range(0..400);
-        let command = generator.command(time_ms);
+        let command = generator.command(time_ms, zxid);
         let context = format!("seed {seed} step {step} {command:?}");
         let expected = model.apply(zxid, &command, &config);
         let applied = tree.apply(zxid, &command);
         assert_eq!(applied.outcome, expected, "{context}");
+        match (&command.op, &applied.outcome) {
+            (CommandOp::Expire { .. }, Outcome::SessionClosed) => coverage.expired += 1,
+            (
+                _,
+                Outcome::ExpireSkipped {
+                    session_exists: true,
+                },
+            ) => coverage.expiry_skipped += 1,
+            (
+                _,
+                Outcome::Attached {
+                    session_exists: true,
+                },
+            ) => coverage.attached += 1,
+            (_, Outcome::Reply(Err(ErrorCode::SessionMoved))) => coverage.moved += 1,
+            _ => {}
+        }
         let triggers: Vec<_> = applied
             .triggers
             .iter()
@@ -704,9 +808,17 @@ fn run(seed: u64) {
 
 #[test]
 fn tree_matches_the_reference_model() {
+    let mut coverage = Coverage::default();
     for seed in 0..SEEDS {
-        run(seed);
+        run(seed, &mut coverage);
     }
+    assert!(
+        coverage.expired > 0
+            && coverage.expiry_skipped > 0
+            && coverage.moved > 0
+            && coverage.attached > 0,
+        "{coverage:?}"
+    );
 }
 
 /// Inside a multi Apache ZooKeeper picks the create variant from the flags: a TTL flag keeps a

@@ -11,6 +11,8 @@ pub struct Harness {
     pub session: i64,
     pub time_ms: i64,
     pub identities: Vec<Id>,
+    /// The connection token stamped on every command applied (`Command::owner`).
+    pub owner: u64,
 }
 
 pub fn open() -> Vec<Acl> {
@@ -47,6 +49,7 @@ impl Harness {
             session: 0,
             time_ms: 1_000,
             identities: vec![Id::new("ip", "127.0.0.1")],
+            owner: 0,
         };
         harness.session = harness.new_session();
         harness
@@ -59,6 +62,7 @@ impl Harness {
             session_id,
             cxid: 1,
             time_ms: self.time_ms,
+            owner: self.owner,
             op,
         };
         self.tree.apply(self.zxid, &command)
