@@ -1,0 +1,449 @@
+"""A replicated ZooKeeper-compatible ensemble of real processes on 127.0.0.1, for fault tests.
+
+Starts N participants and M observers of kind $ZK_KIND (zoolog, the default, or apache), each in
+DIR/s<ID> with its own zoo.cfg, data/myid, server.log and pid file; DIR/ensemble.json holds the
+layout so that separate processes (the zk-ensemble CLI, pytest, workload.py) can drive the same
+ensemble. With proxy=True every server-to-server connection goes through faultproxy.py: server i's
+zoo.cfg lists server j (j != i) at proxy ports that forward to j's real quorum and election ports,
+so links can be cut per ordered pair (partition, isolate, heal, delay).
+
+    ens = Ensemble.create("/tmp/e", 3, proxy=True)   # writes the configs
+    ens.up()                                         # starts everything, waits for a quorum
+    ens.kill(ens.leader()); ens.start(1); ens.partition([1], [2, 3]); ens.heal()
+    ens.destroy()                                    # kills every process it started
+
+Stdlib only. Every wait has a timeout and raises EnsembleError when it expires.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+DEFAULT_SETTINGS = {
+    "tickTime": "500",
+    "initLimit": "10",
+    "syncLimit": "5",
+    "4lw.commands.whitelist": "*",
+    "maxClientCnxns": "0",
+    "admin.enableServer": "false",
+    "clientPortAddress": "127.0.0.1",
+}
+
+
+class EnsembleError(RuntimeError):
+    pass
+
+
+def free_ports(count):
+    """count distinct free ports (all held open together so none is handed out twice)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def four_letter(port, word, timeout_s=2.0):
+    """The answer to a four-letter word, or '' when the server does not answer."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            sock.sendall(word.encode())
+            sock.shutdown(socket.SHUT_WR)
+            chunks = []
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def srvr_mode(port, timeout_s=2.0):
+    """'leader', 'follower', 'observer', 'standalone' or None (not serving / not answering)."""
+    for line in four_letter(port, "srvr", timeout_s).splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def pid_alive(pid):
+    """True when pid runs (a zombie counts as dead; our own dead children are reaped)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def pid_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+class Ensemble:
+    def __init__(self, directory):
+        self.dir = Path(directory).resolve()
+        state_file = self.dir / "ensemble.json"
+        if not state_file.exists():
+            raise EnsembleError(f"{state_file} missing: run `up` first")
+        self.state = json.loads(state_file.read_text())
+        self.kind = self.state["kind"]
+        self.servers = {int(k): v for k, v in self.state["servers"].items()}
+
+    # ---- layout -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory, participants, observers=0, proxy=False, settings=None, kind=None):
+        """Writes DIR/ensemble.json and every server's zoo.cfg and myid; starts nothing."""
+        kind = kind or os.environ.get("ZK_KIND", "zoolog")
+        if kind not in ("zoolog", "apache"):
+            raise EnsembleError(f"ZK_KIND must be zoolog or apache, not {kind}")
+        d = Path(directory).resolve()
+        d.mkdir(parents=True, exist_ok=True)
+        ids = list(range(1, participants + observers + 1))
+        ports = iter(free_ports(3 * len(ids) + (2 * len(ids) * (len(ids) - 1) if proxy else 0)))
+        servers = {}
+        for i in ids:
+            servers[i] = {
+                "role": "participant" if i <= participants else "observer",
+                "client_port": next(ports), "quorum_port": next(ports), "election_port": next(ports),
+                "dir": str(d / f"s{i}"),
+            }
+        links = []
+        if proxy:
+            for i in ids:
+                for j in ids:
+                    if i == j:
+                        continue
+                    for kind_ in ("quorum", "election"):
+                        links.append({"src": i, "dst": j, "kind": kind_, "listen": next(ports),
+                                      "target": servers[j][f"{kind_}_port"]})
+        merged = dict(DEFAULT_SETTINGS)
+        merged.update(settings or {})
+        state = {"kind": kind, "servers": {str(k): v for k, v in servers.items()},
+                 "proxy": bool(proxy), "links": links, "settings": merged}
+        for i in ids:
+            sdir = Path(servers[i]["dir"])
+            (sdir / "data").mkdir(parents=True, exist_ok=True)
+            (sdir / "data" / "myid").write_text(f"{i}\n")
+            lines = [f"{k}={v}" for k, v in merged.items()]
+            lines += [f"dataDir={sdir / 'data'}", f"clientPort={servers[i]['client_port']}"]
+            if kind == "apache" and servers[i]["role"] == "observer":
+                lines.append("peerType=observer")
+            for j in ids:
+                if j == i or not proxy:
+                    q, e = servers[j]["quorum_port"], servers[j]["election_port"]
+                else:
+                    q = next(l["listen"] for l in links if (l["src"], l["dst"], l["kind"]) == (i, j, "quorum"))
+                    e = next(l["listen"] for l in links if (l["src"], l["dst"], l["kind"]) == (i, j, "election"))
+                lines.append(f"server.{j}=127.0.0.1:{q}:{e}:{servers[j]['role']}")
+            (sdir / "zoo.cfg").write_text("\n".join(lines) + "\n")
+        if proxy:
+            (d / "links.json").write_text(json.dumps({"links": links}, indent=1))
+        (d / "ensemble.json").write_text(json.dumps(state, indent=1))
+        return cls(d)
+
+    @property
+    def ids(self):
+        return sorted(self.servers)
+
+    @property
+    def participants(self):
+        return [i for i in self.ids if self.servers[i]["role"] == "participant"]
+
+    def client_port(self, sid):
+        return self.servers[sid]["client_port"]
+
+    def hosts(self, sid):
+        return f"127.0.0.1:{self.client_port(sid)}"
+
+    @property
+    def connect(self):
+        return ",".join(self.hosts(i) for i in self.ids)
+
+    def pid(self, sid):
+        try:
+            return int((Path(self.servers[sid]["dir"]) / "pid").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def running(self, sid):
+        pid = self.pid(sid)
+        return pid is not None and pid_alive(pid)
+
+    def paused(self, sid):
+        pid = self.pid(sid)
+        return pid is not None and pid_state(pid) == "T"
+
+    def info(self):
+        return {"connect": self.connect, "kind": self.kind, "dir": str(self.dir),
+                "servers": {str(i): {"client_port": self.client_port(i), "pid": self.pid(i),
+                                     "role": self.servers[i]["role"]} for i in self.ids}}
+
+    # ---- processes ----------------------------------------------------------------------------
+
+    def _command(self, sid):
+        cfg = str(Path(self.servers[sid]["dir"]) / "zoo.cfg")
+        if self.kind == "apache":
+            cp = os.environ.get("APACHE_ZK_CLASSPATH", "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar")
+            # Debian ships no slf4j binding with ZooKeeper: route its log through commons-logging
+            # to java.util.logging (stderr, into server.log) when those jars are present.
+            for jar in ("/usr/share/java/slf4j-jcl.jar", "/usr/share/java/commons-logging.jar"):
+                if os.path.exists(jar) and jar not in cp:
+                    cp += ":" + jar
+            return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
+                    f"-Dzookeeper.log.dir={self.servers[sid]['dir']}",
+                    "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.admin.enableServer=false",
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
+        binary = os.environ.get("ZOOLOG_BIN", str(REPO / "target" / "release" / "zoolog"))
+        return [binary, "serve", "--config", cfg]
+
+    def start(self, sid, wait_s=30.0):
+        """Starts server sid (again) with its config and data; waits until it answers ruok."""
+        if self.running(sid):
+            raise EnsembleError(f"server {sid} is already running (pid {self.pid(sid)})")
+        sdir = Path(self.servers[sid]["dir"])
+        with open(sdir / "server.log", "ab") as log:
+            log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
+            log.flush()
+            proc = subprocess.Popen(self._command(sid), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        (sdir / "pid").write_text(str(proc.pid))
+        if wait_s:
+            self.wait_ruok(sid, wait_s)
+        return proc.pid
+
+    def wait_ruok(self, sid, wait_s):
+        deadline = time.monotonic() + wait_s
+        while four_letter(self.client_port(sid), "ruok", 1.0) != "imok":
+            if not self.running(sid):
+                raise EnsembleError(f"server {sid} exited during start; log tail:\n{self.log_tail(sid)}")
+            if time.monotonic() > deadline:
+                raise EnsembleError(f"server {sid} did not answer ruok in {wait_s}s")
+            time.sleep(0.1)
+
+    def _signal(self, sid, sig):
+        pid = self.pid(sid)
+        if pid is None or not pid_alive(pid):
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _wait_dead(self, sid, timeout_s):
+        pid = self.pid(sid)
+        deadline = time.monotonic() + timeout_s
+        while pid is not None and pid_alive(pid):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def kill(self, sid):
+        """SIGKILL (a crash); returns once the process is gone."""
+        self._signal(sid, signal.SIGKILL)
+        if not self._wait_dead(sid, 10):
+            raise EnsembleError(f"server {sid} survived SIGKILL")
+
+    def stop(self, sid=None):
+        """SIGTERM (SIGKILL after 10 s) one server, or every server and the proxy."""
+        for i in ([sid] if sid is not None else self.ids):
+            self._signal(i, signal.SIGCONT)
+            self._signal(i, signal.SIGTERM)
+            if not self._wait_dead(i, 10):
+                self.kill(i)
+        if sid is None:
+            self._stop_proxy()
+
+    def destroy(self):
+        """Kills every server and the proxy at once (test teardown)."""
+        for i in self.ids:
+            self._signal(i, signal.SIGKILL)
+        for i in self.ids:
+            self._wait_dead(i, 10)
+        self._stop_proxy()
+
+    def pause(self, sid):
+        if not self._signal(sid, signal.SIGSTOP):
+            raise EnsembleError(f"server {sid} is not running")
+
+    def resume(self, sid):
+        self._signal(sid, signal.SIGCONT)
+
+    def log_tail(self, sid, lines=40):
+        try:
+            text = (Path(self.servers[sid]["dir"]) / "server.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ---- cluster state ------------------------------------------------------------------------
+
+    def modes(self):
+        """{id: mode or None} for every server; paused or dead servers are None without asking."""
+        return {i: (srvr_mode(self.client_port(i), 1.0)
+                    if self.running(i) and not self.paused(i) else None) for i in self.ids}
+
+    def leader(self):
+        """The id whose srvr says Mode: leader, or None."""
+        leaders = [i for i, m in self.modes().items() if m == "leader"]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def followers(self):
+        return [i for i, m in self.modes().items() if m == "follower"]
+
+    def wait_quorum(self, timeout_s=60.0, servers=None):
+        """Waits until exactly one leader serves and every given server (default: every running,
+        unpaused one) reports leader/follower, or observer for observers. Returns the leader."""
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            want = servers if servers is not None else [
+                i for i in self.ids if self.running(i) and not self.paused(i)]
+            last = self.modes()
+            leaders = [i for i, m in last.items() if m == "leader"]
+            ok = len(leaders) == 1 and all(
+                last[i] == "observer" if self.servers[i]["role"] == "observer"
+                else last[i] in ("leader", "follower") for i in want)
+            if ok:
+                return leaders[0]
+            time.sleep(0.2)
+        raise EnsembleError(f"no quorum in {timeout_s}s; modes: {last}")
+
+    def up(self, timeout_s=90.0):
+        """Starts the proxy (if any) and every server, then waits for a quorum. Returns info()."""
+        if self.state["proxy"]:
+            self._start_proxy()
+        try:
+            started = [i for i in self.ids if not self.running(i)]
+            for i in started:
+                self.start(i, wait_s=0)
+            for i in started:
+                self.wait_ruok(i, 30.0)
+            self.wait_quorum(timeout_s)
+        except BaseException:
+            self.destroy()
+            raise
+        return self.info()
+
+    # ---- proxy --------------------------------------------------------------------------------
+
+    @property
+    def control_path(self):
+        return str(self.dir / "proxy.sock")
+
+    def _start_proxy(self, wait_s=15.0):
+        ready = self.dir / "proxy.ready"
+        if ready.exists():
+            ready.unlink()
+        with open(self.dir / "proxy.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "faultproxy.py"), "--links", str(self.dir / "links.json"),
+                 "--control", self.control_path, "--ready-file", str(ready)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        (self.dir / "proxy.pid").write_text(str(proc.pid))
+        deadline = time.monotonic() + wait_s
+        while not ready.exists():
+            if not pid_alive(proc.pid) or time.monotonic() > deadline:
+                raise EnsembleError("fault proxy did not start; see " + str(self.dir / "proxy.log"))
+            time.sleep(0.05)
+
+    def _stop_proxy(self):
+        try:
+            pid = int((self.dir / "proxy.pid").read_text())
+        except (OSError, ValueError):
+            return
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    def proxy(self, line, timeout_s=5.0):
+        """Sends one control command to the proxy and returns its answer (raises on 'error')."""
+        if not self.state["proxy"]:
+            raise EnsembleError("this ensemble was started without --proxy")
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(timeout_s)
+            s.connect(self.control_path)
+            s.sendall(line.encode() + b"\n")
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        answer = answer.decode().strip()
+        if not answer.startswith("ok"):
+            raise EnsembleError(f"proxy: {line!r}: {answer}")
+        return answer[2:].strip()
+
+    def partition(self, *groups, mode="hold"):
+        """Cuts every link between servers of different groups, both ways; servers in no group
+        keep their links."""
+        groups = [[int(x) for x in g] for g in groups]
+        for gi, a_group in enumerate(groups):
+            for gj, b_group in enumerate(groups):
+                if gi != gj:
+                    for a in a_group:
+                        for b in b_group:
+                            self.proxy(f"block {a} {b} {mode}")
+
+    def isolate(self, sid, mode="hold"):
+        self.partition([sid], [i for i in self.ids if i != sid], mode=mode)
+
+    def block(self, a, b, mode="hold"):
+        self.proxy(f"block {a} {b} {mode}")
+
+    def unblock(self, a, b):
+        self.proxy(f"unblock {a} {b}")
+
+    def delay(self, a, b, ms):
+        self.proxy(f"delay {a} {b} {ms}")
+
+    def heal(self):
+        self.proxy("heal")
+
+    def proxy_status(self):
+        return json.loads(self.proxy("status"))
+
+    def status(self):
+        out = self.info()
+        modes = self.modes()
+        for i in self.ids:
+            out["servers"][str(i)].update(running=self.running(i), paused=self.paused(i), mode=modes[i])
+        if self.state["proxy"]:
+            try:
+                out["proxy"] = self.proxy_status()
+            except (OSError, EnsembleError) as e:
+                out["proxy"] = f"unreachable: {e}"
+        return out
