@@ -1,0 +1,146 @@
+//! The log as this server holds it in memory: every entry after the newest snapshot.
+//!
+//! Entries at or below `base` live only in the snapshot; the epoch of the entry at `base` is
+//! kept so that a learner's log can still be matched against it.
+
+use std::collections::VecDeque;
+
+use crate::{Entry, Epoch, Position};
+
+#[derive(Debug, Clone)]
+pub(crate) struct History {
+    base: Position,
+    base_epoch: Epoch,
+    entries: VecDeque<Entry>,
+}
+
+impl History {
+    pub fn new(base: Position, base_epoch: Epoch) -> History {
+        History {
+            base,
+            base_epoch,
+            entries: VecDeque::new(),
+        }
+    }
+
+    pub fn base(&self) -> Position {
+        self.base
+    }
+
+    pub fn last_position(&self) -> Position {
+        self.base + self.entries.len() as Position
+    }
+
+    pub fn last_epoch(&self) -> Epoch {
+        self.entries
+            .back()
+            .map_or(self.base_epoch, |entry| entry.epoch)
+    }
+
+    /// The epoch of the entry at `position`, if this server still knows it.
+    pub fn epoch_at(&self, position: Position) -> Option<Epoch> {
+        if position == self.base {
+            return Some(self.base_epoch);
+        }
+        self.get(position).map(|entry| entry.epoch)
+    }
+
+    pub fn get(&self, position: Position) -> Option<&Entry> {
+        if position <= self.base {
+            return None;
+        }
+        self.entries.get((position - self.base - 1) as usize)
+    }
+
+    /// Entries `from..=to`, clipped to what is held; cheap (payloads are shared).
+    pub fn range(&self, from: Position, to: Position) -> Vec<Entry> {
+        let from = from.max(self.base + 1);
+        let to = to.min(self.last_position());
+        if from > to {
+            return Vec::new();
+        }
+        let start = (from - self.base - 1) as usize;
+        let end = (to - self.base) as usize;
+        self.entries.range(start..end).cloned().collect()
+    }
+
+    pub fn append(&mut self, entry: Entry) {
+        assert_eq!(
+            entry.position,
+            self.last_position() + 1,
+            "log entries are appended at the next position"
+        );
+        assert!(
+            entry.epoch >= self.last_epoch(),
+            "epochs never decrease along a log"
+        );
+        self.entries.push_back(entry);
+    }
+
+    pub fn truncate_after(&mut self, position: Position) {
+        assert!(
+            position >= self.base,
+            "never truncate into the snapshot (position {position}, snapshot {})",
+            self.base
+        );
+        self.entries.truncate((position - self.base) as usize);
+    }
+
+    /// Forgets everything: the state is now the snapshot at `base`.
+    pub fn reset(&mut self, base: Position, base_epoch: Epoch) {
+        *self = History::new(base, base_epoch);
+    }
+
+    /// Drops the entries a snapshot at `position` covers.
+    pub fn trim_to(&mut self, position: Position) {
+        if position <= self.base || position > self.last_position() {
+            return;
+        }
+        let epoch = self.epoch_at(position).expect("held position");
+        let count = (position - self.base) as usize;
+        self.entries.drain(..count);
+        self.base = position;
+        self.base_epoch = epoch;
+    }
+
+    /// The log after `after` as runs of (epoch, first position), for a learner's report.
+    pub fn runs_after(&self, after: Position) -> Vec<(Epoch, Position)> {
+        let mut runs: Vec<(Epoch, Position)> = Vec::new();
+        for entry in self.entries.iter().filter(|e| e.position > after) {
+            if runs.last().is_none_or(|(epoch, _)| *epoch != entry.epoch) {
+                runs.push((entry.epoch, entry.position));
+            }
+        }
+        runs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn entry(position: Position, epoch: Epoch) -> Entry {
+        Entry {
+            position,
+            epoch,
+            payload: Bytes::from(vec![position as u8]),
+        }
+    }
+
+    #[test]
+    fn trimming_keeps_the_epoch_of_the_new_base() {
+        let mut history = History::new(0, 0);
+        for position in 1..=5 {
+            history.append(entry(position, if position < 4 { 1 } else { 2 }));
+        }
+        history.trim_to(3);
+        assert_eq!(history.base(), 3);
+        assert_eq!(history.epoch_at(3), Some(1));
+        assert_eq!(history.epoch_at(2), None);
+        assert_eq!(history.range(1, 9).len(), 2);
+        assert_eq!(history.runs_after(3), vec![(2, 4)]);
+        history.truncate_after(4);
+        assert_eq!(history.last_position(), 4);
+    }
+}

@@ -1,0 +1,313 @@
+//! zoolog's ensemble protocol: Zab atomic broadcast as a sans-IO state machine.
+//!
+//! This crate owns the agreement among the servers of an ensemble on one sequence of log
+//! entries: who leads, which epoch it leads in, which entries every server must hold, which are
+//! committed, and in what order they are delivered to the state machine. It must never do IO,
+//! read a clock or draw randomness of its own (time arrives as `now_ms`, randomness as a seed in
+//! [`Config`]), never interpret an entry's payload, never deliver an entry that is not
+//! committed, never deliver out of order, and never send an acknowledgement for an entry before
+//! the driver has reported it durable.
+//!
+//! # How it is driven
+//!
+//! A driver (the tokio shell in `zoolog-server`, or the simulator in `zoolog-sim`) feeds
+//! [`Input`]s to [`Zab::handle`] and carries out the [`Action`]s returned, **in order**:
+//! - [`Action::PersistEpochs`], [`Action::Truncate`] and [`Action::InstallSnapshot`] must be
+//!   durable before any later action is carried out.
+//! - [`Action::Append`] may complete later; the driver reports [`Input::Logged`] when an
+//!   entry and everything before it are durable. Completions come in append order.
+//! - [`Action::Send`] may be lost, delayed, duplicated or reordered: the protocol tolerates all
+//!   of that (every message says which epoch it belongs to, receivers check positions, and
+//!   the leader retransmits what a learner has not acknowledged).
+//! - [`Action::Deliver`] hands committed entries to the state machine, consecutive and in
+//!   order; [`Action::InstallSnapshot`] replaces the state machine's state.
+//!
+//! # The protocol
+//!
+//! Positions are the zxids clients see: consecutive from 1, never reused for a committed
+//! entry. Each entry also records the epoch of the leader that proposed it.
+//!
+//! 1. **Election.** A server that knows no leader is *looking*: it votes for the best server it
+//!    has heard of, ordering votes by (current epoch, last logged position, server id), and
+//!    adopts any better vote it hears in the same round. When a quorum of participants agree
+//!    it stops looking. Observers never vote; they join whichever leader participants report.
+//!    Election is only a heuristic for picking a good leader: safety comes from step 2.
+//! 2. **Discovery.** The prospective leader collects `FollowerInfo` from a quorum, picks an
+//!    epoch above every accepted epoch it saw, and asks each to promise it (`NewEpoch`). A
+//!    server promises an epoch at most once and, after promising, ignores every older leader.
+//!    Each `AckEpoch` reports the follower's current epoch and log. If any follower in the
+//!    quorum has a better (current epoch, last position) than the leader, the leader gives up
+//!    and the ensemble elects again: so an established leader holds every committed entry.
+//! 3. **Synchronization.** The leader brings each follower's log to its own history: the
+//!    follower cuts off entries the leader does not have (`truncate_after`), installs a
+//!    snapshot if the leader no longer has the entries it lacks, and appends the rest. Only when
+//!    this is durable does the follower record the new epoch as its current epoch and
+//!    acknowledge `NewLeader`. When a quorum of participants has done so, the leader's whole
+//!    history is committed, and the leader starts proposing.
+//! 4. **Broadcast.** The leader appends proposals to its log and streams them to learners;
+//!    a proposal commits once a quorum of participants has logged it. Learners deliver
+//!    committed entries in log order, and since a new leader's history contains every entry
+//!    committed before it and is delivered before anything it proposes, delivery follows
+//!    primary order. Followers forward their clients' commands to the leader, numbered so that a
+//!    retransmitted forward is proposed once.
+//!
+//! # Why it is safe
+//!
+//! - Two leaders never share an epoch: an epoch is established only with promises from a
+//!   quorum, and each server promises each epoch once.
+//! - Within an epoch the leader only appends, and a learner accepts entries only at the next
+//!   position of its log; so logs of servers with the same current epoch are prefixes of one
+//!   another, and an entry at a position with the same epoch is the same entry everywhere.
+//! - An entry committed in epoch `e` is logged by a quorum that holds current epoch `e` (or a
+//!   later one, whose history contains it). Any later epoch's promise quorum intersects it, and
+//!   the leader of that epoch must dominate every promiser's (current epoch, last position),
+//!   so its history contains the entry too (by induction over established epochs).
+//! - A follower changes its log before it records the new current epoch: a crash in between
+//!   leaves the old, lower current epoch with a log that is a prefix of the new leader's
+//!   history, which can never out-vote a server that has the new epoch.
+
+mod election;
+mod history;
+mod machine;
+mod message;
+mod sync;
+
+pub use machine::Zab;
+pub use message::{DecodeError, Message, PeerState, SnapshotImage, Vote};
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+pub type ServerId = u64;
+pub type Epoch = u64;
+/// A place in the log and the zxid clients see; the first entry is 1, 0 means "nothing".
+pub type Position = u64;
+
+/// One log entry: its place, the epoch of the leader that proposed it, and the opaque payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub position: Position,
+    pub epoch: Epoch,
+    pub payload: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemberRole {
+    /// Votes in elections and counts towards quorums.
+    Participant,
+    /// Learns committed entries and serves clients, but never votes.
+    Observer,
+}
+
+/// The ensemble and the protocol's timing and size limits.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub me: ServerId,
+    pub members: BTreeMap<ServerId, MemberRole>,
+    /// A learner that hears nothing from its leader for this long, or a leader that hears
+    /// from less than a quorum for this long, starts looking again (ZooKeeper's syncLimit).
+    pub leader_timeout_ms: u64,
+    /// A looking server re-broadcasts its vote this often, and a learner retransmits its
+    /// discovery messages this often until its leader answers.
+    pub election_retry_ms: u64,
+    /// Once a quorum agrees on a vote, a looking server waits this long for a better vote
+    /// before it decides (ZooKeeper's finalizeWait), unless every participant has voted.
+    pub election_finalize_ms: u64,
+    /// The leader sends a heartbeat (the commit position) to each learner this often, and
+    /// retransmits what a learner has not acknowledged within it.
+    pub heartbeat_ms: u64,
+    /// Entries the leader has proposed but not yet committed; [`Zab::append_capacity`] is
+    /// zero when it is reached.
+    pub proposals_in_flight_max: u64,
+    /// Commands a follower has forwarded that the leader has not yet confirmed.
+    pub forwards_in_flight_max: u64,
+    /// The most entries one `Propose`, `Forward` or `NewLeader` message carries.
+    pub message_entries_max: usize,
+    /// A prospective leader or learner that has not finished discovery and synchronization
+    /// within this gives up and looks again (ZooKeeper's initLimit × tickTime).
+    pub sync_timeout_ms: u64,
+    /// Seeds the jitter of election timers, so that servers do not retry in lockstep.
+    pub seed: u64,
+}
+
+impl Config {
+    /// Defaults that suit servers on one LAN; `tick_ms` is ZooKeeper's tickTime.
+    pub fn new(me: ServerId, members: BTreeMap<ServerId, MemberRole>, tick_ms: u64) -> Config {
+        Config {
+            me,
+            members,
+            leader_timeout_ms: 2 * tick_ms,
+            election_retry_ms: 50,
+            election_finalize_ms: 10,
+            heartbeat_ms: (tick_ms / 4).max(1),
+            proposals_in_flight_max: 4096,
+            forwards_in_flight_max: 4096,
+            message_entries_max: 512,
+            sync_timeout_ms: 10 * tick_ms,
+            seed: me,
+        }
+    }
+
+    /// # Panics
+    /// If this server is not a member, or there is no participant: the driver validates user
+    /// configuration before building one.
+    pub fn validate(&self) {
+        assert!(
+            self.members.contains_key(&self.me),
+            "server {} is not a member of its own ensemble",
+            self.me
+        );
+        assert!(
+            self.participants().count() > 0,
+            "an ensemble needs at least one participant"
+        );
+        assert!(self.message_entries_max > 0 && self.heartbeat_ms > 0);
+    }
+
+    pub fn participants(&self) -> impl Iterator<Item = ServerId> + '_ {
+        self.members
+            .iter()
+            .filter(|(_, role)| **role == MemberRole::Participant)
+            .map(|(id, _)| *id)
+    }
+
+    pub fn is_participant(&self, id: ServerId) -> bool {
+        self.members.get(&id) == Some(&MemberRole::Participant)
+    }
+
+    /// The number of participants that make a majority.
+    pub fn quorum_size(&self) -> usize {
+        self.participants().count() / 2 + 1
+    }
+}
+
+/// The two epochs a server must keep across crashes (ZooKeeper's acceptedEpoch and
+/// currentEpoch files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Epochs {
+    /// The highest epoch this server has promised to a prospective leader.
+    pub accepted: Epoch,
+    /// The epoch of the leader whose history this server's log holds (set once synchronized).
+    pub current: Epoch,
+}
+
+/// What the driver recovered from disk for [`Zab::new`].
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    pub epochs: Epochs,
+    /// The position of the newest snapshot the state machine was restored from (0 if none).
+    /// Everything up to it is committed.
+    pub snapshot_position: Position,
+    /// The epoch of the entry at `snapshot_position` (0 if none), which the driver stores
+    /// with the snapshot.
+    pub snapshot_epoch: Epoch,
+    /// The logged entries, consecutive, from at most `snapshot_position` on; some may not be
+    /// committed. Entries after the snapshot are kept only if the log holds the snapshot's
+    /// own position with the snapshot's epoch (or starts right after it): a crash while a
+    /// snapshot was being installed can leave a log from a history the snapshot replaced.
+    pub entries: Vec<Entry>,
+}
+
+pub enum Input {
+    /// Time passed; the driver sends one every few milliseconds (a tenth of the smallest
+    /// timeout is plenty).
+    Tick,
+    Message {
+        from: ServerId,
+        message: Message,
+    },
+    /// The driver's connection to `peer` broke: messages queued to it may be lost. Optional
+    /// (the protocol also notices by timeout), but lets a follower look for a new leader at
+    /// once when the leader's process dies.
+    PeerDisconnected {
+        peer: ServerId,
+    },
+    /// Commands from this server's clients, to be ordered. Accepted only while
+    /// [`Zab::append_capacity`] is above zero; check it first.
+    Append {
+        payloads: Vec<Bytes>,
+    },
+    /// Every entry through `position` is durable; `epoch` is the epoch of the entry at
+    /// `position` when it was written (so a completion that a later truncation overtook is
+    /// recognised and ignored).
+    Logged {
+        position: Position,
+        epoch: Epoch,
+    },
+    /// The state machine stored a snapshot at `position` (a committed position): log entries
+    /// up to it may be dropped from memory, since a follower that needs them gets the snapshot.
+    SnapshotSaved {
+        position: Position,
+    },
+    /// The answer to [`Action::LoadSnapshot`]: the newest snapshot, for `peer`.
+    SnapshotLoaded {
+        peer: ServerId,
+        position: Position,
+        payload: Bytes,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Send {
+        to: ServerId,
+        message: Message,
+    },
+    /// Store both epochs durably before carrying out any later action.
+    PersistEpochs(Epochs),
+    /// Remove every logged entry after `after`, durably, before any later action.
+    Truncate {
+        after: Position,
+    },
+    /// Write these consecutive entries after the last logged one; report [`Input::Logged`]
+    /// when they are durable.
+    Append {
+        entries: Vec<Entry>,
+    },
+    /// Store this snapshot (with `epoch`, the epoch of its last entry) durably, then replace
+    /// the log with an empty one that continues after `position` and the state machine's
+    /// state with the snapshot's, before any later action.
+    InstallSnapshot {
+        position: Position,
+        epoch: Epoch,
+        payload: Bytes,
+    },
+    /// Read the newest snapshot and answer with [`Input::SnapshotLoaded`] for `peer`.
+    LoadSnapshot {
+        peer: ServerId,
+    },
+    /// Apply these committed entries, in order; they follow the previous delivery (or the
+    /// installed snapshot) without a gap.
+    Deliver {
+        entries: Vec<(Position, Bytes)>,
+    },
+    /// The server's role changed; commands appended before may never be ordered if it left
+    /// [`Status::Serving`], so the front end should fail its clients' pending requests.
+    StatusChanged(Status),
+}
+
+/// Where this server stands, for the front end (read-only mode, `srvr`, metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// No established leader: electing, discovering or synchronizing.
+    Looking,
+    /// Part of an established epoch: appends are accepted and ordered.
+    Serving {
+        role: ServingRole,
+        leader: ServerId,
+        epoch: Epoch,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServingRole {
+    Leader,
+    Follower,
+    Observer,
+}
+
+impl Status {
+    pub fn is_serving(&self) -> bool {
+        matches!(self, Status::Serving { .. })
+    }
+}

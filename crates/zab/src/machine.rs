@@ -1,0 +1,1438 @@
+//! The state machine: one server's view of the ensemble, driven by [`Zab::handle`].
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use crate::election::{Election, Outcome};
+use crate::history::History;
+use crate::message::{Message, PeerState, SnapshotImage, Vote};
+use crate::sync::{plan, LearnerLog, SyncPlan};
+use crate::{
+    Action, Config, Entry, Epoch, Epochs, Input, Position, Recovered, ServerId, ServingRole, Status,
+};
+
+pub struct Zab {
+    config: Config,
+    epochs: Epochs,
+    history: History,
+    /// Every entry through here is durable on this server.
+    durable: Position,
+    committed: Position,
+    delivered: Position,
+    phase: Phase,
+    /// Bumped on every change of phase, so a handler that took the phase's state out to
+    /// work on it knows whether to put it back.
+    phase_generation: u64,
+    election_round: u64,
+    reported_status: Status,
+    /// Appends not yet reported durable, oldest first: (last position, its epoch, the
+    /// position through which the append still counts once durable — lowered when a later
+    /// truncation or snapshot overtakes it).
+    pending_appends: VecDeque<(Position, Epoch, Position)>,
+    now_ms: u64,
+    out: Vec<Action>,
+}
+
+enum Phase {
+    Looking(Election),
+    Learning(Learner),
+    Leading(Leader),
+    /// Only while a handler holds the real phase's state.
+    Taken,
+}
+
+struct Learner {
+    leader: ServerId,
+    observer: bool,
+    stage: LearnerStage,
+    /// The epoch the leader asked for (0 until `NewEpoch`).
+    epoch: Epoch,
+    /// The vote that made this server follow `leader`, answered to looking servers until
+    /// the leader is established, so that the leader can complete its own election.
+    final_vote: Option<Vote>,
+    started_ms: u64,
+    last_heard_ms: u64,
+    last_sent_ms: u64,
+    /// Forwarded commands the leader has not confirmed; the first has sequence
+    /// `forwards_confirmed + 1`.
+    forwards: VecDeque<Bytes>,
+    forwards_confirmed: u64,
+    forwards_progress_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LearnerStage {
+    /// `FollowerInfo` sent; waiting for `NewEpoch`.
+    Discovering,
+    /// `AckEpoch` sent; waiting for `NewLeader`.
+    Promised { counted: bool },
+    /// `NewLeader` applied; waiting for the log through `last` to be durable.
+    Syncing { last: Position },
+    /// Synchronized: following the leader's proposals.
+    Broadcast,
+}
+
+struct Leader {
+    /// 0 until a quorum has reported its accepted epoch.
+    epoch: Epoch,
+    stage: LeaderStage,
+    final_vote: Option<Vote>,
+    started_ms: u64,
+    peers: BTreeMap<ServerId, Peer>,
+    /// The leader's last position when its history was fixed (start of synchronization).
+    history_end: Position,
+    last_quorum_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaderStage {
+    /// Gathering `FollowerInfo` from a quorum.
+    Collecting,
+    /// `NewEpoch` sent; gathering promises from a quorum.
+    Promising,
+    /// Synchronizing learners; established once a quorum has acknowledged `NewLeader`.
+    Syncing,
+    Broadcast,
+}
+
+struct Peer {
+    observer: bool,
+    attempt: u64,
+    accepted_epoch: Epoch,
+    promise: Option<Promise>,
+    /// The learner acknowledged `NewLeader`: its log is a prefix of ours.
+    synced: bool,
+    awaiting_snapshot: bool,
+    /// Durable on the learner (meaningful once synced).
+    acked: Position,
+    /// The last position sent to the learner.
+    sent: Position,
+    /// `acked` at the previous heartbeat, to notice a learner that stopped progressing.
+    acked_at_heartbeat: Position,
+    last_heard_ms: u64,
+    last_sent_ms: u64,
+    sync_sent_ms: u64,
+    /// How many of this learner's forwarded commands have been proposed.
+    forwards_taken: u64,
+}
+
+struct Promise {
+    counted: bool,
+    current_epoch: Epoch,
+    log: LearnerLog,
+}
+
+impl Peer {
+    fn new(observer: bool, attempt: u64, accepted_epoch: Epoch, now_ms: u64) -> Peer {
+        Peer {
+            observer,
+            attempt,
+            accepted_epoch,
+            promise: None,
+            synced: false,
+            awaiting_snapshot: false,
+            acked: 0,
+            sent: 0,
+            acked_at_heartbeat: 0,
+            last_heard_ms: now_ms,
+            last_sent_ms: 0,
+            sync_sent_ms: 0,
+            forwards_taken: 0,
+        }
+    }
+}
+
+impl Zab {
+    /// Builds the machine from what the driver recovered. The returned actions (a
+    /// truncation, when the log left by a crash does not continue the snapshot) must be
+    /// carried out first.
+    pub fn new(config: Config, recovered: Recovered, now_ms: u64) -> (Zab, Vec<Action>) {
+        config.validate();
+        let mut history = History::new(recovered.snapshot_position, recovered.snapshot_epoch);
+        let mut out = Vec::new();
+        let mut stale = false;
+        for entry in recovered.entries {
+            if entry.position <= recovered.snapshot_position {
+                if entry.position == recovered.snapshot_position
+                    && entry.epoch != recovered.snapshot_epoch
+                {
+                    stale = true;
+                }
+                continue;
+            }
+            if stale || entry.position != history.last_position() + 1 {
+                stale = true;
+                break;
+            }
+            history.append(entry);
+        }
+        if stale {
+            history.truncate_after(recovered.snapshot_position);
+            out.push(Action::Truncate {
+                after: recovered.snapshot_position,
+            });
+        }
+        let mut zab = Zab {
+            pending_appends: VecDeque::new(),
+            durable: history.last_position(),
+            committed: recovered.snapshot_position,
+            delivered: recovered.snapshot_position,
+            epochs: recovered.epochs,
+            history,
+            phase: Phase::Taken,
+            phase_generation: 0,
+            election_round: 0,
+            reported_status: Status::Looking,
+            now_ms,
+            out,
+            config,
+        };
+        zab.look();
+        let actions = std::mem::take(&mut zab.out);
+        (zab, actions)
+    }
+
+    pub fn handle(&mut self, input: Input, now_ms: u64) -> Vec<Action> {
+        self.now_ms = self.now_ms.max(now_ms);
+        match input {
+            Input::Tick => self.tick(),
+            Input::Message { from, message } => self.receive(from, message),
+            Input::PeerDisconnected { peer } => self.peer_disconnected(peer),
+            Input::Append { payloads } => self.append(payloads),
+            Input::Logged { position, epoch } => self.logged(position, epoch),
+            Input::SnapshotSaved { position } => {
+                if position <= self.delivered {
+                    self.history.trim_to(position);
+                }
+            }
+            Input::SnapshotLoaded {
+                peer,
+                position,
+                payload,
+            } => self.snapshot_loaded(peer, position, payload),
+        }
+        self.report_status();
+        std::mem::take(&mut self.out)
+    }
+
+    pub fn status(&self) -> Status {
+        self.reported_status
+    }
+
+    /// How many more commands [`Input::Append`] takes now (0 when not serving).
+    pub fn append_capacity(&self) -> u64 {
+        match &self.phase {
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => {
+                let in_flight = self.history.last_position() - self.committed;
+                self.config
+                    .proposals_in_flight_max
+                    .saturating_sub(in_flight)
+            }
+            Phase::Learning(learner)
+                if learner.stage == LearnerStage::Broadcast && !learner.observer =>
+            {
+                self.config
+                    .forwards_in_flight_max
+                    .saturating_sub(learner.forwards.len() as u64)
+            }
+            _ => 0,
+        }
+    }
+
+    pub fn committed_position(&self) -> Position {
+        self.committed
+    }
+
+    pub fn delivered_position(&self) -> Position {
+        self.delivered
+    }
+
+    pub fn last_logged_position(&self) -> Position {
+        self.history.last_position()
+    }
+
+    pub fn epochs(&self) -> Epochs {
+        self.epochs
+    }
+
+    /// The epoch of the entry at `position`, while this server still holds it (the driver
+    /// stores it with a snapshot taken at `position`).
+    pub fn epoch_at(&self, position: Position) -> Option<Epoch> {
+        self.history.epoch_at(position)
+    }
+
+    // ----- phases ---------------------------------------------------------------------
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.phase_generation += 1;
+    }
+
+    fn own_vote(&self) -> Option<Vote> {
+        self.config.is_participant(self.config.me).then(|| Vote {
+            epoch: self.epochs.current,
+            position: self.history.last_position(),
+            leader: self.config.me,
+        })
+    }
+
+    /// Starts (or restarts) looking for a leader.
+    fn look(&mut self) {
+        self.election_round += 1;
+        let election = Election::start(self.election_round, self.own_vote(), self.now_ms);
+        self.set_phase(Phase::Looking(election));
+        self.broadcast_vote();
+        self.poll_election();
+    }
+
+    fn broadcast_vote(&mut self) {
+        let Phase::Looking(election) = &mut self.phase else {
+            return;
+        };
+        election.last_broadcast_ms = self.now_ms;
+        let message = self.looking_vote_message();
+        let me = self.config.me;
+        let targets: Vec<ServerId> = self.config.members.keys().copied().collect();
+        for to in targets.into_iter().filter(|id| *id != me) {
+            self.send(to, message.clone());
+        }
+    }
+
+    fn looking_vote_message(&self) -> Message {
+        let (round, vote) = match &self.phase {
+            Phase::Looking(election) => (election.round, election.vote),
+            Phase::Learning(learner) => (self.election_round, learner.final_vote),
+            Phase::Leading(leader) => (self.election_round, leader.final_vote),
+            Phase::Taken => unreachable!("phase is always restored"),
+        };
+        let observer = !self.config.is_participant(self.config.me);
+        Message::Vote {
+            round,
+            // An observer's vote carries no weight; it names itself only to be answered.
+            vote: vote.unwrap_or(Vote {
+                epoch: 0,
+                position: 0,
+                leader: self.config.me,
+            }),
+            state: PeerState::Looking,
+            observer,
+        }
+    }
+
+    fn poll_election(&mut self) {
+        let outcome = match &mut self.phase {
+            Phase::Looking(election) => election.poll(&self.config, self.now_ms),
+            _ => return,
+        };
+        self.follow_outcome(outcome);
+    }
+
+    fn follow_outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Undecided => {}
+            Outcome::Rebroadcast => self.broadcast_vote(),
+            Outcome::Decided { leader } => {
+                let final_vote = match &self.phase {
+                    Phase::Looking(election) => election.vote,
+                    _ => None,
+                };
+                if leader == self.config.me {
+                    self.lead(final_vote);
+                } else {
+                    self.learn(leader, final_vote);
+                }
+            }
+        }
+    }
+
+    fn learn(&mut self, leader: ServerId, final_vote: Option<Vote>) {
+        let observer = !self.config.is_participant(self.config.me);
+        self.set_phase(Phase::Learning(Learner {
+            leader,
+            observer,
+            stage: LearnerStage::Discovering,
+            epoch: 0,
+            final_vote,
+            started_ms: self.now_ms,
+            last_heard_ms: self.now_ms,
+            last_sent_ms: self.now_ms,
+            forwards: VecDeque::new(),
+            forwards_confirmed: 0,
+            forwards_progress_ms: self.now_ms,
+        }));
+        self.send_follower_info(leader, observer);
+    }
+
+    fn send_follower_info(&mut self, leader: ServerId, observer: bool) {
+        let message = Message::FollowerInfo {
+            accepted_epoch: self.epochs.accepted,
+            observer,
+            attempt: self.attempt(),
+        };
+        self.send(leader, message);
+    }
+
+    /// Distinct per process start (the driver seeds each start differently) and per look.
+    fn attempt(&self) -> u64 {
+        self.config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.election_round
+    }
+
+    fn lead(&mut self, final_vote: Option<Vote>) {
+        self.set_phase(Phase::Leading(Leader {
+            epoch: 0,
+            stage: LeaderStage::Collecting,
+            final_vote,
+            started_ms: self.now_ms,
+            peers: BTreeMap::new(),
+            history_end: 0,
+            last_quorum_ms: self.now_ms,
+        }));
+        self.leader_try_choose_epoch();
+    }
+
+    // ----- inputs ---------------------------------------------------------------------
+
+    fn tick(&mut self) {
+        match &self.phase {
+            Phase::Looking(election) => {
+                if self.now_ms >= election.last_broadcast_ms + self.config.election_retry_ms {
+                    self.broadcast_vote();
+                }
+                self.poll_election();
+            }
+            Phase::Learning(_) => self.learner_tick(),
+            Phase::Leading(_) => self.leader_tick(),
+            Phase::Taken => unreachable!(),
+        }
+    }
+
+    fn receive(&mut self, from: ServerId, message: Message) {
+        if from == self.config.me || !self.config.members.contains_key(&from) {
+            return;
+        }
+        match message {
+            Message::Vote {
+                round,
+                vote,
+                state,
+                observer,
+            } => self.receive_vote(from, round, vote, state, observer),
+            Message::FollowerInfo {
+                accepted_epoch,
+                observer,
+                attempt,
+            } => self.leader_follower_info(from, accepted_epoch, observer, attempt),
+            Message::NewEpoch { epoch } => self.learner_new_epoch(from, epoch),
+            Message::AckEpoch {
+                epoch,
+                counted,
+                current_epoch,
+                snapshot_position,
+                runs,
+                last_position,
+            } => self.leader_ack_epoch(
+                from,
+                epoch,
+                Promise {
+                    counted,
+                    current_epoch,
+                    log: LearnerLog {
+                        snapshot_position,
+                        runs,
+                        last_position,
+                    },
+                },
+            ),
+            Message::NewLeader {
+                epoch,
+                truncate_after,
+                snapshot,
+                entries,
+                commit,
+            } => self.learner_new_leader(from, epoch, truncate_after, snapshot, entries, commit),
+            Message::AckNewLeader {
+                epoch,
+                last_position,
+            } => self.leader_ack_new_leader(from, epoch, last_position),
+            Message::Propose {
+                epoch,
+                entries,
+                commit,
+                forwards_taken,
+            } => self.learner_propose(from, epoch, entries, commit, forwards_taken),
+            Message::Ack { epoch, position } => self.leader_ack(from, epoch, position),
+            Message::Forward {
+                epoch,
+                first_sequence,
+                payloads,
+            } => self.leader_forward(from, epoch, first_sequence, payloads),
+        }
+    }
+
+    fn receive_vote(
+        &mut self,
+        from: ServerId,
+        round: u64,
+        vote: Vote,
+        state: PeerState,
+        observer: bool,
+    ) {
+        let participant = self.config.is_participant(from) && !observer;
+        let own = self.own_vote();
+        if let Phase::Looking(election) = &mut self.phase {
+            let outcome = match state {
+                PeerState::Looking if participant => {
+                    let behind = round < election.round;
+                    let outcome =
+                        election.receive_vote(&self.config, from, round, vote, own, self.now_ms);
+                    if behind {
+                        let message = self.looking_vote_message();
+                        self.send(from, message);
+                        return;
+                    }
+                    outcome
+                }
+                PeerState::Looking => {
+                    // An observer looking for the leader: nothing to tell it yet.
+                    return;
+                }
+                _ if vote.leader == self.config.me => return,
+                _ => election.receive_report(&self.config, from, vote.leader, state),
+            };
+            self.follow_outcome(outcome);
+            return;
+        }
+        if state != PeerState::Looking {
+            return;
+        }
+        if matches!(&self.phase, Phase::Learning(learner) if learner.leader == from) {
+            // Our leader is looking: it has lost its quorum, so look too, at once.
+            self.look();
+            self.receive_vote(from, round, vote, state, observer);
+            return;
+        }
+        let answer = match self.serving_report() {
+            Some((leader, state)) => Message::Vote {
+                round,
+                vote: Vote {
+                    epoch: 0,
+                    position: 0,
+                    leader,
+                },
+                state,
+                observer: !self.config.is_participant(self.config.me),
+            },
+            None => self.looking_vote_message(),
+        };
+        self.send(from, answer);
+    }
+
+    /// (leader, state) once this server is part of an established epoch.
+    fn serving_report(&self) -> Option<(ServerId, PeerState)> {
+        match &self.phase {
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => Some((
+                self.config.me,
+                PeerState::Leading {
+                    epoch: leader.epoch,
+                },
+            )),
+            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => Some((
+                learner.leader,
+                PeerState::Following {
+                    epoch: learner.epoch,
+                },
+            )),
+            _ => None,
+        }
+    }
+
+    fn peer_disconnected(&mut self, peer: ServerId) {
+        if let Phase::Learning(learner) = &self.phase {
+            if learner.leader == peer {
+                self.look();
+            }
+        }
+    }
+
+    fn append(&mut self, payloads: Vec<Bytes>) {
+        assert!(
+            payloads.len() as u64 <= self.append_capacity(),
+            "the driver appends only within append_capacity"
+        );
+        if payloads.is_empty() {
+            return;
+        }
+        match &self.phase {
+            Phase::Leading(_) => self.propose(payloads),
+            Phase::Learning(_) => self.forward(payloads),
+            _ => unreachable!("append_capacity is 0 when not serving"),
+        }
+    }
+
+    fn logged(&mut self, position: Position, epoch: Epoch) {
+        let Some(index) = self
+            .pending_appends
+            .iter()
+            .position(|(last, last_epoch, _)| (*last, *last_epoch) == (position, epoch))
+        else {
+            return;
+        };
+        // Completions come in append order: everything before it is durable too.
+        let counted_through = self
+            .pending_appends
+            .drain(..=index)
+            .map(|(_, _, counts_through)| counts_through)
+            .max()
+            .unwrap_or(0);
+        if counted_through <= self.durable {
+            return;
+        }
+        self.durable = counted_through;
+        match &self.phase {
+            Phase::Leading(_) => self.leader_advance_commit(),
+            Phase::Learning(learner) => match learner.stage {
+                LearnerStage::Syncing { last } if self.durable >= last => {
+                    self.learner_finish_sync()
+                }
+                LearnerStage::Broadcast => self.learner_send_ack(),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn write_entries(&mut self, entries: Vec<Entry>) {
+        let Some(last) = entries.last() else {
+            return;
+        };
+        self.pending_appends
+            .push_back((last.position, last.epoch, last.position));
+        self.out.push(Action::Append { entries });
+    }
+
+    fn truncate_log(&mut self, after: Position) {
+        assert!(
+            after >= self.delivered,
+            "never truncate delivered (committed) entries: {after} < {}",
+            self.delivered
+        );
+        self.history.truncate_after(after);
+        self.durable = self.durable.min(after);
+        for (_, _, counts_through) in self.pending_appends.iter_mut() {
+            *counts_through = (*counts_through).min(after);
+        }
+        self.out.push(Action::Truncate { after });
+    }
+
+    // ----- leader ---------------------------------------------------------------------
+
+    fn take_leader(&mut self) -> Option<(Leader, u64)> {
+        if !matches!(self.phase, Phase::Leading(_)) {
+            return None;
+        }
+        let Phase::Leading(leader) = std::mem::replace(&mut self.phase, Phase::Taken) else {
+            unreachable!()
+        };
+        Some((leader, self.phase_generation))
+    }
+
+    fn put_leader(&mut self, leader: Leader, generation: u64) {
+        if self.phase_generation == generation {
+            self.phase = Phase::Leading(leader);
+        }
+    }
+
+    fn with_leader(&mut self, work: impl FnOnce(&mut Zab, &mut Leader)) {
+        if let Some((mut leader, generation)) = self.take_leader() {
+            work(self, &mut leader);
+            self.put_leader(leader, generation);
+        }
+    }
+
+    fn leader_follower_info(
+        &mut self,
+        from: ServerId,
+        accepted_epoch: Epoch,
+        observer: bool,
+        attempt: u64,
+    ) {
+        let observer = observer || !self.config.is_participant(from);
+        self.with_leader(|zab, leader| {
+            let now_ms = zab.now_ms;
+            let fresh = Peer::new(observer, attempt, accepted_epoch, now_ms);
+            let peer = leader.peers.entry(from).or_insert(fresh);
+            if peer.attempt != attempt {
+                // The learner started over (it timed out, or restarted): forget its progress.
+                *peer = Peer::new(observer, attempt, accepted_epoch, now_ms);
+            }
+            peer.last_heard_ms = now_ms;
+            if leader.epoch != 0 && peer.promise.is_none() {
+                let epoch = leader.epoch;
+                zab.send(from, Message::NewEpoch { epoch });
+            }
+        });
+        self.leader_try_choose_epoch();
+    }
+
+    fn leader_try_choose_epoch(&mut self) {
+        self.with_leader(|zab, leader| {
+            if leader.stage != LeaderStage::Collecting {
+                return;
+            }
+            let voters: Vec<(ServerId, Epoch)> = leader
+                .peers
+                .iter()
+                .filter(|(_, peer)| !peer.observer)
+                .map(|(id, peer)| (*id, peer.accepted_epoch))
+                .collect();
+            if voters.len() + 1 < zab.config.quorum_size() {
+                return;
+            }
+            let highest = voters
+                .iter()
+                .map(|(_, epoch)| *epoch)
+                .max()
+                .unwrap_or(0)
+                .max(zab.epochs.accepted);
+            leader.epoch = highest + 1;
+            leader.stage = LeaderStage::Promising;
+            zab.epochs.accepted = leader.epoch;
+            zab.out.push(Action::PersistEpochs(zab.epochs));
+            let epoch = leader.epoch;
+            let informed: Vec<ServerId> = leader.peers.keys().copied().collect();
+            for id in informed {
+                zab.send(id, Message::NewEpoch { epoch });
+            }
+        });
+        self.leader_try_fix_history();
+    }
+
+    fn leader_ack_epoch(&mut self, from: ServerId, epoch: Epoch, promise: Promise) {
+        self.with_leader(|zab, leader| {
+            if epoch != leader.epoch {
+                return;
+            }
+            let Some(peer) = leader.peers.get_mut(&from) else {
+                return;
+            };
+            peer.last_heard_ms = zab.now_ms;
+            if peer.promise.is_some() {
+                return;
+            }
+            peer.promise = Some(promise);
+            if matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
+                zab.leader_start_sync(leader, from);
+            }
+        });
+        self.leader_try_fix_history();
+    }
+
+    /// Once a quorum has promised the epoch, checks that this server's history dominates
+    /// theirs, records the epoch as current and starts synchronizing everyone who promised.
+    fn leader_try_fix_history(&mut self) {
+        let mut give_up = false;
+        self.with_leader(|zab, leader| {
+            if leader.stage != LeaderStage::Promising {
+                return;
+            }
+            let promised: Vec<&Promise> = leader
+                .peers
+                .values()
+                .filter(|peer| !peer.observer)
+                .filter_map(|peer| peer.promise.as_ref())
+                .filter(|promise| promise.counted)
+                .collect();
+            if promised.len() + 1 < zab.config.quorum_size() {
+                return;
+            }
+            let mine = (zab.epochs.current, zab.history.last_position());
+            if promised
+                .iter()
+                .any(|promise| (promise.current_epoch, promise.log.last_position) > mine)
+            {
+                give_up = true;
+                return;
+            }
+            leader.stage = LeaderStage::Syncing;
+            leader.history_end = zab.history.last_position();
+            zab.epochs.current = leader.epoch;
+            zab.out.push(Action::PersistEpochs(zab.epochs));
+            let promisers: Vec<ServerId> = leader
+                .peers
+                .iter()
+                .filter(|(_, peer)| peer.promise.is_some())
+                .map(|(id, _)| *id)
+                .collect();
+            for id in promisers {
+                zab.leader_start_sync(leader, id);
+            }
+        });
+        if give_up {
+            self.look();
+            return;
+        }
+        self.leader_advance_commit();
+    }
+
+    fn leader_start_sync(&mut self, leader: &mut Leader, id: ServerId) {
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
+        let Some(promise) = &peer.promise else {
+            return;
+        };
+        peer.synced = false;
+        peer.sync_sent_ms = self.now_ms;
+        match plan(&self.history, &promise.log) {
+            SyncPlan::Diff { truncate_after } => {
+                let last = (truncate_after + self.config.message_entries_max as Position)
+                    .min(self.history.last_position());
+                let entries = self.history.range(truncate_after + 1, last);
+                peer.sent = last;
+                peer.awaiting_snapshot = false;
+                let message = Message::NewLeader {
+                    epoch: leader.epoch,
+                    truncate_after,
+                    snapshot: None,
+                    entries,
+                    commit: self.committed.min(last),
+                };
+                self.send(id, message);
+            }
+            SyncPlan::Snapshot => {
+                if !peer.awaiting_snapshot {
+                    peer.awaiting_snapshot = true;
+                    self.out.push(Action::LoadSnapshot { peer: id });
+                }
+            }
+        }
+    }
+
+    fn snapshot_loaded(&mut self, peer_id: ServerId, position: Position, payload: Bytes) {
+        self.with_leader(|zab, leader| {
+            let Some(peer) = leader.peers.get_mut(&peer_id) else {
+                return;
+            };
+            if !peer.awaiting_snapshot || leader.stage == LeaderStage::Promising {
+                return;
+            }
+            peer.awaiting_snapshot = false;
+            let Some(epoch) = zab.history.epoch_at(position) else {
+                // Older than anything held: the next heartbeat asks for a newer one.
+                return;
+            };
+            let last = (position + zab.config.message_entries_max as Position)
+                .min(zab.history.last_position());
+            let entries = zab.history.range(position + 1, last);
+            peer.sent = last;
+            peer.sync_sent_ms = zab.now_ms;
+            let message = Message::NewLeader {
+                epoch: leader.epoch,
+                truncate_after: position,
+                snapshot: Some(SnapshotImage {
+                    position,
+                    epoch,
+                    payload,
+                }),
+                entries,
+                commit: zab.committed.min(last),
+            };
+            zab.send(peer_id, message);
+        });
+    }
+
+    fn leader_ack_new_leader(&mut self, from: ServerId, epoch: Epoch, last_position: Position) {
+        self.with_leader(|zab, leader| {
+            if epoch != leader.epoch {
+                return;
+            }
+            let Some(peer) = leader.peers.get_mut(&from) else {
+                return;
+            };
+            peer.last_heard_ms = zab.now_ms;
+            if peer.synced || peer.promise.is_none() {
+                return;
+            }
+            let last_position = last_position.min(zab.history.last_position());
+            peer.synced = true;
+            peer.acked = last_position;
+            peer.acked_at_heartbeat = last_position;
+            peer.sent = peer.sent.max(last_position);
+            zab.pump(leader, from);
+        });
+        self.leader_advance_commit();
+    }
+
+    fn leader_ack(&mut self, from: ServerId, epoch: Epoch, position: Position) {
+        self.with_leader(|zab, leader| {
+            if epoch != leader.epoch {
+                return;
+            }
+            let Some(peer) = leader.peers.get_mut(&from) else {
+                return;
+            };
+            peer.last_heard_ms = zab.now_ms;
+            if !peer.synced {
+                return;
+            }
+            let position = position.min(zab.history.last_position());
+            if position > peer.acked {
+                peer.acked = position;
+                peer.sent = peer.sent.max(position);
+            }
+            zab.pump(leader, from);
+        });
+        self.leader_advance_commit();
+    }
+
+    fn leader_forward(
+        &mut self,
+        from: ServerId,
+        epoch: Epoch,
+        first_sequence: u64,
+        payloads: Vec<Bytes>,
+    ) {
+        let mut accepted = Vec::new();
+        self.with_leader(|zab, leader| {
+            if epoch != leader.epoch || leader.stage != LeaderStage::Broadcast {
+                return;
+            }
+            let Some(peer) = leader.peers.get_mut(&from) else {
+                return;
+            };
+            if !peer.synced || first_sequence > peer.forwards_taken + 1 {
+                return;
+            }
+            let already = (peer.forwards_taken + 1 - first_sequence) as usize;
+            let room = zab.leader_capacity() as usize;
+            accepted = payloads.into_iter().skip(already).take(room).collect();
+            peer.forwards_taken += accepted.len() as u64;
+            peer.last_heard_ms = zab.now_ms;
+        });
+        if !accepted.is_empty() {
+            self.propose(accepted);
+        }
+    }
+
+    fn leader_capacity(&self) -> u64 {
+        let in_flight = self.history.last_position() - self.committed;
+        self.config
+            .proposals_in_flight_max
+            .saturating_sub(in_flight)
+    }
+
+    fn propose(&mut self, payloads: Vec<Bytes>) {
+        self.with_leader(|zab, leader| {
+            let epoch = leader.epoch;
+            let entries: Vec<Entry> = payloads
+                .into_iter()
+                .map(|payload| {
+                    let entry = Entry {
+                        position: zab.history.last_position() + 1,
+                        epoch,
+                        payload,
+                    };
+                    zab.history.append(entry.clone());
+                    entry
+                })
+                .collect();
+            zab.write_entries(entries);
+            let ids: Vec<ServerId> = leader.peers.keys().copied().collect();
+            for id in ids {
+                zab.pump(leader, id);
+            }
+        });
+    }
+
+    /// Sends a synced learner what it lacks, within the in-flight window.
+    fn pump(&mut self, leader: &mut Leader, id: ServerId) {
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
+        if !peer.synced {
+            return;
+        }
+        let last = self.history.last_position();
+        while peer.sent < last && peer.sent - peer.acked < self.config.proposals_in_flight_max {
+            if peer.sent < self.history.base() {
+                // What it lacks is only in a snapshot now.
+                let acked = peer.acked;
+                peer.synced = false;
+                if let Some(promise) = peer.promise.as_mut() {
+                    promise.log = LearnerLog {
+                        snapshot_position: 0,
+                        runs: Vec::new(),
+                        last_position: acked,
+                    };
+                }
+                self.leader_start_sync(leader, id);
+                return;
+            }
+            let to = (peer.sent + self.config.message_entries_max as Position).min(last);
+            let entries = self.history.range(peer.sent + 1, to);
+            peer.sent = to;
+            peer.last_sent_ms = self.now_ms;
+            let message = Message::Propose {
+                epoch: leader.epoch,
+                entries,
+                commit: self.committed,
+                forwards_taken: peer.forwards_taken,
+            };
+            self.send(id, message);
+        }
+    }
+
+    /// Commits what a quorum of synchronized participants has made durable, and becomes
+    /// established once a quorum has acknowledged `NewLeader`.
+    fn leader_advance_commit(&mut self) {
+        self.with_leader(|zab, leader| {
+            if !matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
+                return;
+            }
+            let mut acked: Vec<Position> = leader
+                .peers
+                .iter()
+                .filter(|(id, peer)| peer.synced && zab.config.is_participant(**id))
+                .map(|(_, peer)| peer.acked)
+                .collect();
+            acked.push(zab.durable);
+            let quorum = zab.config.quorum_size();
+            if acked.len() < quorum {
+                return;
+            }
+            acked.sort_unstable_by(|a, b| b.cmp(a));
+            let commit = acked[quorum - 1];
+            if leader.stage == LeaderStage::Syncing {
+                leader.stage = LeaderStage::Broadcast;
+                leader.last_quorum_ms = zab.now_ms;
+            }
+            if commit > zab.committed {
+                zab.committed = commit;
+                zab.deliver();
+            }
+        });
+    }
+
+    fn leader_tick(&mut self) {
+        let mut step_down = false;
+        self.with_leader(|zab, leader| {
+            let now_ms = zab.now_ms;
+            if leader.stage != LeaderStage::Broadcast {
+                if now_ms > leader.started_ms + zab.config.sync_timeout_ms {
+                    step_down = true;
+                    return;
+                }
+            } else {
+                let heard = leader
+                    .peers
+                    .iter()
+                    .filter(|(id, peer)| {
+                        peer.synced
+                            && zab.config.is_participant(**id)
+                            && now_ms <= peer.last_heard_ms + zab.config.leader_timeout_ms
+                    })
+                    .count();
+                if heard + 1 >= zab.config.quorum_size() {
+                    leader.last_quorum_ms = now_ms;
+                } else if now_ms > leader.last_quorum_ms + zab.config.leader_timeout_ms {
+                    step_down = true;
+                    return;
+                }
+            }
+            let ids: Vec<ServerId> = leader.peers.keys().copied().collect();
+            for id in ids {
+                zab.leader_heartbeat(leader, id);
+            }
+        });
+        if step_down {
+            self.look();
+        }
+    }
+
+    fn leader_heartbeat(&mut self, leader: &mut Leader, id: ServerId) {
+        let now_ms = self.now_ms;
+        let heartbeat_ms = self.config.heartbeat_ms;
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
+        if now_ms > peer.last_heard_ms + self.config.sync_timeout_ms {
+            // Gone: it will introduce itself again with FollowerInfo when it comes back.
+            leader.peers.remove(&id);
+            return;
+        }
+        if now_ms < peer.last_sent_ms + heartbeat_ms {
+            return;
+        }
+        if !peer.synced {
+            let resend = peer.promise.is_some()
+                && !peer.awaiting_snapshot
+                && leader.stage != LeaderStage::Promising
+                && now_ms >= peer.sync_sent_ms + heartbeat_ms * 4;
+            peer.last_sent_ms = now_ms;
+            if resend {
+                self.leader_start_sync(leader, id);
+            } else if peer.promise.is_none() && leader.epoch != 0 {
+                let epoch = leader.epoch;
+                self.send(id, Message::NewEpoch { epoch });
+            }
+            return;
+        }
+        if peer.acked < peer.sent && peer.acked == peer.acked_at_heartbeat {
+            // No progress since the last heartbeat: something was lost; go back.
+            peer.sent = peer.acked;
+        }
+        peer.acked_at_heartbeat = peer.acked;
+        self.pump(leader, id);
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
+        if peer.synced && now_ms >= peer.last_sent_ms + heartbeat_ms {
+            peer.last_sent_ms = now_ms;
+            let message = Message::Propose {
+                epoch: leader.epoch,
+                entries: Vec::new(),
+                commit: self.committed,
+                forwards_taken: peer.forwards_taken,
+            };
+            self.send(id, message);
+        }
+    }
+
+    // ----- learner --------------------------------------------------------------------
+
+    fn with_learner(&mut self, from: ServerId, work: impl FnOnce(&mut Zab, &mut Learner)) {
+        let is_my_leader =
+            matches!(&self.phase, Phase::Learning(learner) if learner.leader == from);
+        if !is_my_leader {
+            return;
+        }
+        let Phase::Learning(mut learner) = std::mem::replace(&mut self.phase, Phase::Taken) else {
+            unreachable!()
+        };
+        let generation = self.phase_generation;
+        learner.last_heard_ms = self.now_ms;
+        work(self, &mut learner);
+        if self.phase_generation == generation {
+            self.phase = Phase::Learning(learner);
+        }
+    }
+
+    fn learner_new_epoch(&mut self, from: ServerId, epoch: Epoch) {
+        let mut give_up = false;
+        self.with_learner(from, |zab, learner| {
+            let counted = match learner.stage {
+                LearnerStage::Discovering => {
+                    if epoch < zab.epochs.accepted {
+                        give_up = true;
+                        return;
+                    }
+                    let counted = epoch > zab.epochs.accepted;
+                    if counted {
+                        zab.epochs.accepted = epoch;
+                        zab.out.push(Action::PersistEpochs(zab.epochs));
+                    }
+                    learner.epoch = epoch;
+                    learner.stage = LearnerStage::Promised { counted };
+                    counted
+                }
+                LearnerStage::Promised { counted } if epoch == learner.epoch => counted,
+                _ => return,
+            };
+            zab.send_ack_epoch(learner, counted);
+        });
+        if give_up {
+            self.look();
+        }
+    }
+
+    fn send_ack_epoch(&mut self, learner: &mut Learner, counted: bool) {
+        learner.last_sent_ms = self.now_ms;
+        let base = self.history.base();
+        let message = Message::AckEpoch {
+            epoch: learner.epoch,
+            counted,
+            current_epoch: self.epochs.current,
+            snapshot_position: base,
+            runs: self.history.runs_after(base),
+            last_position: self.history.last_position(),
+        };
+        self.send(learner.leader, message);
+    }
+
+    fn learner_new_leader(
+        &mut self,
+        from: ServerId,
+        epoch: Epoch,
+        truncate_after: Position,
+        snapshot: Option<SnapshotImage>,
+        entries: Vec<Entry>,
+        commit: Position,
+    ) {
+        let mut give_up = false;
+        self.with_learner(from, |zab, learner| {
+            if epoch != learner.epoch || learner.stage == LearnerStage::Discovering {
+                return;
+            }
+            if let Some(image) = snapshot {
+                assert!(
+                    zab.delivered <= image.position,
+                    "a snapshot never takes back delivered entries"
+                );
+                zab.history.reset(image.position, image.epoch);
+                zab.durable = image.position;
+                for (_, _, counts_through) in zab.pending_appends.iter_mut() {
+                    *counts_through = (*counts_through).min(image.position);
+                }
+                zab.committed = zab.committed.max(image.position);
+                zab.delivered = image.position;
+                zab.out.push(Action::InstallSnapshot {
+                    position: image.position,
+                    epoch: image.epoch,
+                    payload: image.payload,
+                });
+            } else if truncate_after < zab.history.last_position() {
+                if truncate_after < zab.history.base() || truncate_after < zab.delivered {
+                    // The leader misjudged our log (it must never cut committed entries).
+                    give_up = true;
+                    return;
+                }
+                // Entries the message does not cover cannot be checked against the leader's:
+                // cut them, so that everything we acknowledge is the leader's history.
+                let covered = entries
+                    .last()
+                    .map_or(truncate_after, |entry| entry.position);
+                if covered < zab.history.last_position() {
+                    zab.truncate_log(covered.max(truncate_after));
+                }
+            }
+            zab.append_from_leader(entries);
+            zab.learn_commit(commit);
+            let last = zab.history.last_position();
+            learner.stage = LearnerStage::Syncing { last };
+        });
+        if give_up {
+            self.look();
+            return;
+        }
+        if let Phase::Learning(learner) = &self.phase {
+            if let LearnerStage::Syncing { last } = learner.stage {
+                if self.durable >= last {
+                    self.learner_finish_sync();
+                }
+            }
+        }
+    }
+
+    /// Appends the entries that continue the log. An entry already held with the same epoch is
+    /// the same entry (log matching) and is skipped; one held with another epoch was never
+    /// committed, and it and everything after it give way to the leader's.
+    fn append_from_leader(&mut self, entries: Vec<Entry>) {
+        let mut fresh = Vec::new();
+        for entry in entries {
+            let last = self.history.last_position();
+            if entry.position <= self.history.base() {
+                continue;
+            }
+            if entry.position <= last {
+                if self.history.epoch_at(entry.position) == Some(entry.epoch) {
+                    continue;
+                }
+                self.truncate_log(entry.position - 1);
+            } else if entry.position != last + 1 {
+                break;
+            }
+            self.history.append(entry.clone());
+            fresh.push(entry);
+        }
+        self.write_entries(fresh);
+    }
+
+    fn learn_commit(&mut self, commit: Position) {
+        let commit = commit.min(self.history.last_position());
+        if commit > self.committed {
+            self.committed = commit;
+            self.deliver();
+        }
+    }
+
+    fn learner_finish_sync(&mut self) {
+        let Phase::Learning(learner) = &mut self.phase else {
+            return;
+        };
+        learner.stage = LearnerStage::Broadcast;
+        learner.last_heard_ms = self.now_ms;
+        let leader = learner.leader;
+        let epoch = learner.epoch;
+        self.epochs.current = epoch;
+        self.out.push(Action::PersistEpochs(self.epochs));
+        let last_position = self.durable;
+        self.send(
+            leader,
+            Message::AckNewLeader {
+                epoch,
+                last_position,
+            },
+        );
+    }
+
+    fn learner_send_ack(&mut self) {
+        let Phase::Learning(learner) = &self.phase else {
+            return;
+        };
+        let (leader, epoch) = (learner.leader, learner.epoch);
+        let position = self.durable;
+        self.send(leader, Message::Ack { epoch, position });
+    }
+
+    fn learner_propose(
+        &mut self,
+        from: ServerId,
+        epoch: Epoch,
+        entries: Vec<Entry>,
+        commit: Position,
+        forwards_taken: u64,
+    ) {
+        let mut ack = false;
+        self.with_learner(from, |zab, learner| {
+            if epoch != learner.epoch || learner.stage != LearnerStage::Broadcast {
+                return;
+            }
+            ack = entries.is_empty();
+            zab.append_from_leader(entries);
+            zab.learn_commit(commit);
+            if forwards_taken > learner.forwards_confirmed {
+                let confirmed = (forwards_taken - learner.forwards_confirmed) as usize;
+                learner
+                    .forwards
+                    .drain(..confirmed.min(learner.forwards.len()));
+                learner.forwards_confirmed = forwards_taken;
+                learner.forwards_progress_ms = zab.now_ms;
+            }
+        });
+        if ack {
+            self.learner_send_ack();
+        }
+    }
+
+    fn forward(&mut self, payloads: Vec<Bytes>) {
+        let Phase::Learning(learner) = &mut self.phase else {
+            return;
+        };
+        let first_sequence = learner.forwards_confirmed + learner.forwards.len() as u64 + 1;
+        learner.forwards.extend(payloads.iter().cloned());
+        let (leader, epoch) = (learner.leader, learner.epoch);
+        for (index, chunk) in payloads.chunks(self.config.message_entries_max).enumerate() {
+            let message = Message::Forward {
+                epoch,
+                first_sequence: first_sequence + (index * self.config.message_entries_max) as u64,
+                payloads: chunk.to_vec(),
+            };
+            self.send(leader, message);
+        }
+    }
+
+    fn learner_tick(&mut self) {
+        let Phase::Learning(learner) = &mut self.phase else {
+            return;
+        };
+        let now_ms = self.now_ms;
+        if learner.stage != LearnerStage::Broadcast {
+            if now_ms > learner.started_ms + self.config.sync_timeout_ms {
+                self.look();
+                return;
+            }
+            if now_ms < learner.last_sent_ms + self.config.election_retry_ms {
+                return;
+            }
+            learner.last_sent_ms = now_ms;
+            let (leader, observer) = (learner.leader, learner.observer);
+            match learner.stage {
+                LearnerStage::Discovering => self.send_follower_info(leader, observer),
+                LearnerStage::Promised { counted } => {
+                    let Phase::Learning(mut learner) =
+                        std::mem::replace(&mut self.phase, Phase::Taken)
+                    else {
+                        unreachable!()
+                    };
+                    self.send_ack_epoch(&mut learner, counted);
+                    self.phase = Phase::Learning(learner);
+                }
+                _ => {}
+            }
+            return;
+        }
+        if now_ms > learner.last_heard_ms + self.config.leader_timeout_ms {
+            self.look();
+            return;
+        }
+        let stalled = !learner.forwards.is_empty()
+            && now_ms >= learner.forwards_progress_ms + 2 * self.config.heartbeat_ms;
+        if stalled {
+            learner.forwards_progress_ms = now_ms;
+            let pending: Vec<Bytes> = learner.forwards.iter().cloned().collect();
+            let first = learner.forwards_confirmed + 1;
+            let (leader, epoch) = (learner.leader, learner.epoch);
+            for (index, chunk) in pending.chunks(self.config.message_entries_max).enumerate() {
+                let message = Message::Forward {
+                    epoch,
+                    first_sequence: first + (index * self.config.message_entries_max) as u64,
+                    payloads: chunk.to_vec(),
+                };
+                self.send(leader, message);
+            }
+        }
+    }
+
+    // ----- shared ---------------------------------------------------------------------
+
+    fn deliver(&mut self) {
+        let through = self.committed.min(self.history.last_position());
+        if through <= self.delivered {
+            return;
+        }
+        let entries: Vec<(Position, Bytes)> = self
+            .history
+            .range(self.delivered + 1, through)
+            .into_iter()
+            .map(|entry| (entry.position, entry.payload))
+            .collect();
+        assert_eq!(
+            entries.first().map(|(position, _)| *position),
+            Some(self.delivered + 1),
+            "delivery continues without a gap"
+        );
+        self.delivered = through;
+        self.out.push(Action::Deliver { entries });
+    }
+
+    fn send(&mut self, to: ServerId, message: Message) {
+        self.out.push(Action::Send { to, message });
+    }
+
+    fn report_status(&mut self) {
+        let status = match &self.phase {
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => Status::Serving {
+                role: ServingRole::Leader,
+                leader: self.config.me,
+                epoch: leader.epoch,
+            },
+            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => {
+                Status::Serving {
+                    role: if learner.observer {
+                        ServingRole::Observer
+                    } else {
+                        ServingRole::Follower
+                    },
+                    leader: learner.leader,
+                    epoch: learner.epoch,
+                }
+            }
+            _ => Status::Looking,
+        };
+        if status != self.reported_status {
+            self.reported_status = status;
+            self.out.push(Action::StatusChanged(status));
+        }
+    }
+}
