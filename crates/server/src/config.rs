@@ -50,7 +50,8 @@
 //! | `zookeeper.skipACL` (`yes`/`true`) | `skip_acl` |
 //! | `znode.container.checkIntervalMs`, `znode.container.maxNeverUsedIntervalMs` | `container_check_interval_ms`, `container_never_used_ms` |
 //! | `zookeeper.nio.sessionlessCnxnTimeout` | `handshake_timeout_ms` |
-//! | `<dataDir>/myid` (a file, 1..=254) | `server_id` |
+//! | `<dataDir>/myid` (a file, 1..=255) | `server_id` |
+//! | `server.N` (N in 1..=255), `initLimit`, `syncLimit`, `standaloneEnabled`, `peerType` | `ensemble` (see below) |
 //! | `admin.enableServer`, `admin.serverAddress`, `admin.serverPort`, `admin.commandURL`, `admin.idleTimeout` (or `zookeeper.admin.*`) | `admin` |
 //! | `metricsProvider.className` (ZooKeeper's `PrometheusMetricsProvider`), `metricsProvider.httpHost`, `metricsProvider.httpPort` | `prometheus_addr` |
 //!
@@ -64,12 +65,34 @@
 //! arguments and in SERVER_JVMFLAGS, zoo.cfg keys are accepted besides system properties
 //! (`-DclientPort=2182`, a zoolog extension). Booleans are `true`/`false` (any case). Numbers
 //! are decimal, or hexadecimal with `0x` or `#` (Java's `Integer.decode`). Anything else —
-//! `server.N`, `initLimit`, `syncLimit`, `standaloneEnabled`, other `admin.*` and
-//! `metricsProvider.*` keys, unknown keys — is ignored with one log line each (a warning
-//! for unknown keys and for security settings zoolog does not enforce, such as `authProvider.*`
-//! or `secureClientPort`).
+//! `group.*` and `weight.*` (hierarchical quorums), other `admin.*` and `metricsProvider.*`
+//! keys, unknown keys — is ignored with one log line each (a warning for unknown keys and for
+//! security settings zoolog does not enforce, such as `authProvider.*` or `secureClientPort`).
+//!
+//! # Ensembles
+//!
+//! `server.N=host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`
+//! lines (ZooKeeper's form; `[v6 address]` in brackets; a client port alone means
+//! `0.0.0.0:port`) list the members, and make [`ServerConfig::ensemble`] `Some`. In TOML they
+//! are `server.1 = "zk1:2888:3888"`, or `1 = "zk1:2888:3888"` under `[server]`; as `-D`
+//! arguments, `-Dserver.1=zk1:2888:3888`. The rules are ZooKeeper's:
+//!
+//! - one participant and `standaloneEnabled=true` (the default) is a standalone server (the
+//!   line is ignored, as ZooKeeper does for HBase's sake); `standaloneEnabled=false` makes
+//!   even one server an ensemble;
+//! - observers need participants (and, with `standaloneEnabled=true`, at least two);
+//! - an ensemble member needs `<dataDir>/myid` holding one of the ids (a standalone server
+//!   only warns about a bad myid, since standalone ZooKeeper never reads it);
+//! - `peerType` (default: what the server's own line says) must agree with its own line;
+//! - the server's own line's client address (`0.0.0.0` when it gives only a port, as in
+//!   ZooKeeper) becomes the client address; an explicit `clientPort` that disagrees is an
+//!   error, and so is a `clientPortAddress` that disagrees unless it is the wildcard;
+//! - ids are 1..=255 (session ids carry the server id in their top byte); a repeated id within
+//!   one source (the file, SERVER_JVMFLAGS or the arguments) is an error, a later source
+//!   overrides an earlier one's line;
+//! - `initLimit` and `syncLimit` are in ticks, defaults 10 and 5 (ZooKeeper's sample config).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -135,6 +158,48 @@ pub struct ServerConfig {
     pub prometheus_addr: Option<SocketAddr>,
     /// The config file's text, for the AdminServer's `initial_configuration`.
     pub initial_configuration: Option<String>,
+    /// The replicated ensemble this server belongs to (`server.N` lines); `None` for a
+    /// standalone server. When `Some`, `server_id` is this server's id, a key of `members`.
+    pub ensemble: Option<EnsembleConfig>,
+}
+
+/// The members of a ZooKeeper-style ensemble and its timing, from `server.N` lines,
+/// `initLimit`, `syncLimit` and `peerType`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsembleConfig {
+    /// Every member (participants and observers) by server id, 1..=255.
+    pub members: BTreeMap<u64, PeerConfig>,
+    /// initLimit, in ticks: how long a follower may take to connect to and sync with a leader.
+    pub init_limit: u32,
+    /// syncLimit, in ticks: how far a follower may fall behind a leader before it is dropped.
+    pub sync_limit: u32,
+    /// peerType: this server is an observer (it agrees with its own `server.N` line).
+    pub observer: bool,
+}
+
+impl EnsembleConfig {
+    /// The members that vote (not observers), in id order.
+    pub fn participants(&self) -> impl Iterator<Item = (u64, &PeerConfig)> {
+        self.members
+            .iter()
+            .filter(|(_, peer)| !peer.observer)
+            .map(|(id, peer)| (*id, peer))
+    }
+}
+
+/// One `server.N=host:quorumPort:electionPort[:role][;[clientHost:]clientPort]` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// The host name or IP address peers reach this member at (IPv6 without brackets).
+    pub host: String,
+    /// The port followers and observers connect to the leader on.
+    pub quorum_port: u16,
+    /// The port of leader election.
+    pub election_port: u16,
+    /// The line says `observer` (a non-voting member).
+    pub observer: bool,
+    /// The client address after `;` (`"0.0.0.0"` when only a port is given), if any.
+    pub client_address: Option<(String, u16)>,
 }
 
 /// ZooKeeper's AdminServer settings (`zookeeper.admin.*`).
@@ -199,6 +264,7 @@ impl Default for ServerConfig {
             admin: AdminServerConfig::default(),
             prometheus_addr: None,
             initial_configuration: None,
+            ensemble: None,
         }
     }
 }
@@ -360,9 +426,13 @@ pub enum ConfigError {
         max_ms: u64,
         max_origin: Option<Origin>,
     },
-    /// `<dataDir>/myid` exists but does not hold a server id.
+    /// `<dataDir>/myid` does not hold a server id, or (for an ensemble member) is missing or
+    /// names no member.
     #[error("{}: {reason}", .path.display())]
     MyId { path: PathBuf, reason: String },
+    /// The `server.N` lines do not make an ensemble (observers without participants, …).
+    #[error("ensemble configuration: {0}")]
+    Ensemble(String),
 }
 
 fn session_timeouts_message(
@@ -847,6 +917,10 @@ enum Setting {
     MetricsProviderClass,
     MetricsProviderHost,
     MetricsProviderPort,
+    InitLimit,
+    SyncLimit,
+    StandaloneEnabled,
+    PeerType,
 }
 
 /// Every name zoolog acts on, with the setting it sets.
@@ -904,6 +978,10 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("metricsProvider.className", Setting::MetricsProviderClass),
     ("metricsProvider.httpHost", Setting::MetricsProviderHost),
     ("metricsProvider.httpPort", Setting::MetricsProviderPort),
+    ("initLimit", Setting::InitLimit),
+    ("syncLimit", Setting::SyncLimit),
+    ("standaloneEnabled", Setting::StandaloneEnabled),
+    ("peerType", Setting::PeerType),
 ];
 
 fn lookup(name: &str) -> Option<Setting> {
@@ -913,11 +991,7 @@ fn lookup(name: &str) -> Option<Setting> {
 /// Keys ZooKeeper knows that mean nothing to a standalone zoolog (logged at info).
 fn not_applicable(key: &str) -> bool {
     const EXACT: &[&str] = &[
-        "initLimit",
-        "syncLimit",
-        "standaloneEnabled",
         "electionAlg",
-        "peerType",
         "quorumListenOnAllIPs",
         "dynamicConfigFile",
         "leaderServes",
@@ -940,7 +1014,6 @@ fn not_applicable(key: &str) -> bool {
         "logback.configurationFile",
     ];
     const PREFIXES: &[&str] = &[
-        "server.",
         "group.",
         "weight.",
         "admin.",
@@ -990,6 +1063,15 @@ struct Builder {
     prometheus_enabled: bool,
     prometheus_ip: IpAddr,
     prometheus_port: u16,
+    /// `server.N` lines by id, with where each came from.
+    servers: BTreeMap<u64, (PeerConfig, Origin)>,
+    init_limit: u32,
+    sync_limit: u32,
+    standalone_enabled: bool,
+    /// peerType when set: observer?, and where.
+    peer_type: Option<(bool, Origin)>,
+    client_port_set: bool,
+    client_ip_set: bool,
 }
 
 impl Builder {
@@ -1002,6 +1084,13 @@ impl Builder {
             prometheus_enabled: false,
             prometheus_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             prometheus_port: PROMETHEUS_DEFAULT_PORT,
+            servers: BTreeMap::new(),
+            init_limit: 10,
+            sync_limit: 5,
+            standalone_enabled: true,
+            peer_type: None,
+            client_port_set: false,
+            client_ip_set: false,
         }
     }
 
@@ -1013,6 +1102,9 @@ impl Builder {
         space: KeySpace,
         array: bool,
     ) -> Result<(), ConfigError> {
+        if let Some(id) = key.strip_prefix("server.") {
+            return self.server_line(key, id, value, origin, array);
+        }
         let setting = match space {
             KeySpace::File => lookup(key).or_else(|| lookup(&format!("zookeeper.{key}"))),
             KeySpace::SystemProperty => lookup(key),
@@ -1037,9 +1129,13 @@ impl Builder {
             Setting::TickTime => c.tick_ms = int(1, INT_MAX)? as u64,
             Setting::DataDir => c.data_dir = parse_dir(value).map_err(invalid)?,
             Setting::DataLogDir => self.data_log_dir = Some(parse_dir(value).map_err(invalid)?),
-            Setting::ClientPort => c.client_addr.set_port(parse_port(value).map_err(invalid)?),
+            Setting::ClientPort => {
+                c.client_addr.set_port(parse_port(value).map_err(invalid)?);
+                self.client_port_set = true;
+            }
             Setting::ClientPortAddress => {
-                c.client_addr.set_ip(parse_address(value).map_err(invalid)?)
+                c.client_addr.set_ip(parse_address(value).map_err(invalid)?);
+                self.client_ip_set = true;
             }
             Setting::MinSessionTimeout | Setting::MaxSessionTimeout => {
                 // ZooKeeper's -1 means "derive from tickTime".
@@ -1138,7 +1234,196 @@ impl Builder {
             Setting::MetricsProviderPort => {
                 self.prometheus_port = parse_port(value).map_err(invalid)?
             }
+            Setting::InitLimit => self.init_limit = int(1, INT_MAX)? as u32,
+            Setting::SyncLimit => self.sync_limit = int(1, INT_MAX)? as u32,
+            Setting::StandaloneEnabled => {
+                self.standalone_enabled = parse_bool(value, false).map_err(invalid)?
+            }
+            Setting::PeerType => {
+                let observer = parse_role(value).map_err(invalid)?;
+                self.peer_type = Some((observer, origin.clone()));
+            }
         }
+        Ok(())
+    }
+
+    /// One `server.N` line (`id` is the text after `server.`).
+    fn server_line(
+        &mut self,
+        key: &str,
+        id: &str,
+        value: &str,
+        origin: &Origin,
+        array: bool,
+    ) -> Result<(), ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid {
+            origin: origin.clone(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        };
+        if array {
+            return Err(invalid("expected a single value, not an array".into()));
+        }
+        let id = match id.parse::<u64>() {
+            Ok(id @ 1..=255) => id,
+            _ => {
+                return Err(invalid(
+                    "the server id after \"server.\" must be a whole number between 1 and 255"
+                        .into(),
+                ))
+            }
+        };
+        let peer = parse_server_line(value.trim()).map_err(invalid)?;
+        if let Some((_, first)) = self.servers.get(&id) {
+            if same_source(first, origin) {
+                return Err(invalid(format!("server id {id} already given at {first}")));
+            }
+        }
+        self.servers.insert(id, (peer, origin.clone()));
+        Ok(())
+    }
+
+    /// Decides standalone or ensemble from the `server.N` lines, ZooKeeper's way, and reads
+    /// myid accordingly.
+    fn finish_ensemble(&mut self) -> Result<(), ConfigError> {
+        let c = &mut self.config;
+        let participants = self.servers.values().filter(|(p, _)| !p.observer).count();
+        let observers = self.servers.len() - participants;
+        let line_list = |observer: bool| {
+            self.servers
+                .iter()
+                .filter(|(_, (p, _))| p.observer == observer)
+                .map(|(id, (_, origin))| format!("server.{id} ({origin})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let distributed = if participants == 0 {
+            if observers > 0 {
+                return Err(ConfigError::Ensemble(format!(
+                    "observers without participants: {}",
+                    line_list(true)
+                )));
+            }
+            if !self.standalone_enabled {
+                return Err(ConfigError::Ensemble(
+                    "standaloneEnabled=false needs server.N lines with at least one participant"
+                        .into(),
+                ));
+            }
+            false
+        } else if participants == 1 && self.standalone_enabled {
+            if observers > 0 {
+                return Err(ConfigError::Ensemble(format!(
+                    "observers without a quorum: one participant ({}) and standaloneEnabled=true; \
+                     add participants or set standaloneEnabled=false",
+                    line_list(false)
+                )));
+            }
+            tracing::info!(
+                "one server line ({}) and standaloneEnabled=true: running standalone, as ZooKeeper does",
+                line_list(false)
+            );
+            false
+        } else {
+            true
+        };
+        if !distributed {
+            // Standalone ZooKeeper never reads myid, and Debian's /var/lib/zookeeper/myid holds
+            // placeholder text: a bad one must not stop a standalone server.
+            match read_myid(&c.data_dir) {
+                Ok(Some(id)) => c.server_id = id,
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!("{error}; ignored by a standalone server, which uses id 1")
+                }
+            }
+            return Ok(());
+        }
+        let ids = self
+            .servers
+            .keys()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let myid_path = c.data_dir.join("myid");
+        let id = match read_myid(&c.data_dir) {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                return Err(ConfigError::MyId {
+                    path: myid_path,
+                    reason: format!(
+                        "missing; a member of an ensemble (server.N lines) needs it, holding its \
+                         id: one of {ids}"
+                    ),
+                })
+            }
+            Err(ConfigError::MyId { path, reason }) => {
+                return Err(ConfigError::MyId {
+                    path,
+                    reason: format!("{reason}; an ensemble member needs its id, one of {ids}"),
+                })
+            }
+            Err(other) => return Err(other),
+        };
+        let Some((me, my_origin)) = self.servers.get(&u64::from(id)) else {
+            return Err(ConfigError::MyId {
+                path: myid_path,
+                reason: format!("holds {id}, which is not among the server ids ({ids})"),
+            });
+        };
+        c.server_id = id;
+        let role = |observer: bool| if observer { "observer" } else { "participant" };
+        if let Some((observer, origin)) = &self.peer_type {
+            if *observer != me.observer {
+                return Err(ConfigError::Invalid {
+                    origin: origin.clone(),
+                    key: "peerType".into(),
+                    value: role(*observer).into(),
+                    reason: format!(
+                        "this server's own line, server.{id} at {my_origin}, makes it a {}",
+                        role(me.observer)
+                    ),
+                });
+            }
+        }
+        if let Some((host, port)) = &me.client_address {
+            let line_error = |reason: String| ConfigError::Invalid {
+                origin: my_origin.clone(),
+                key: format!("server.{id}"),
+                value: format!("{host}:{port}"),
+                reason,
+            };
+            if self.client_port_set && c.client_addr.port() != *port {
+                return Err(line_error(format!(
+                    "the client port of this server's own line differs from clientPort {}",
+                    c.client_addr.port()
+                )));
+            }
+            c.client_addr.set_port(*port);
+            let ip = parse_address(host).map_err(line_error)?;
+            if !self.client_ip_set {
+                c.client_addr.set_ip(ip);
+            } else if !c.client_addr.ip().is_unspecified() && c.client_addr.ip() != ip {
+                // ZooKeeper's rule: an explicit clientPortAddress must match, unless it is the
+                // wildcard (then only the ports must).
+                return Err(line_error(format!(
+                    "the client address of this server's own line differs from \
+                     clientPortAddress {}",
+                    c.client_addr.ip()
+                )));
+            }
+        }
+        c.ensemble = Some(EnsembleConfig {
+            members: self
+                .servers
+                .iter()
+                .map(|(id, (peer, _))| (*id, peer.clone()))
+                .collect(),
+            init_limit: self.init_limit,
+            sync_limit: self.sync_limit,
+            observer: me.observer,
+        });
         Ok(())
     }
 
@@ -1157,9 +1442,12 @@ impl Builder {
         }
     }
 
-    fn finish(self) -> Result<ServerConfig, ConfigError> {
-        let mut c = self.config;
-        c.data_log_dir = self.data_log_dir.unwrap_or_else(|| c.data_dir.clone());
+    fn finish(mut self) -> Result<ServerConfig, ConfigError> {
+        let mut c = std::mem::take(&mut self.config);
+        c.data_log_dir = self
+            .data_log_dir
+            .take()
+            .unwrap_or_else(|| c.data_dir.clone());
         c.session_timeout_min_ms = self
             .min_session
             .as_ref()
@@ -1176,16 +1464,9 @@ impl Builder {
                 max_origin: self.max_session.map(|(_, o)| o),
             });
         }
-        // Standalone ZooKeeper never reads myid, and Debian's /var/lib/zookeeper/myid holds
-        // placeholder text: a bad one must not stop a standalone server. (An ensemble member
-        // needs its id; when server.N lines are honoured this becomes an error again for them.)
-        match read_myid(&c.data_dir) {
-            Ok(Some(id)) => c.server_id = id,
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!("{error}; ignored by a standalone server, which uses id 1")
-            }
-        }
+        self.config = c;
+        self.finish_ensemble()?;
+        let mut c = self.config;
         c.prometheus_addr = self
             .prometheus_enabled
             .then(|| SocketAddr::new(self.prometheus_ip, self.prometheus_port));
@@ -1193,7 +1474,7 @@ impl Builder {
     }
 }
 
-/// Reads `<data_dir>/myid` if it exists: a server id 1..=254, surrounding whitespace allowed.
+/// Reads `<data_dir>/myid` if it exists: a server id 1..=255, surrounding whitespace allowed.
 fn read_myid(data_dir: &Path) -> Result<Option<u8>, ConfigError> {
     let path = data_dir.join("myid");
     let text = match std::fs::read(&path) {
@@ -1209,12 +1490,12 @@ fn read_myid(data_dir: &Path) -> Result<Option<u8>, ConfigError> {
     let text = String::from_utf8_lossy(&text);
     let trimmed = text.trim();
     match trimmed.parse::<u8>() {
-        Ok(id @ 1..=254) => Ok(Some(id)),
+        Ok(id @ 1..=255) => Ok(Some(id)),
         _ => {
             let shown: String = trimmed.chars().take(60).collect();
             Err(ConfigError::MyId {
                 path,
-                reason: format!("expected a server id between 1 and 254, found {shown:?}"),
+                reason: format!("expected a server id between 1 and 255, found {shown:?}"),
             })
         }
     }
@@ -1258,6 +1539,111 @@ fn parse_int(value: &str, min: i64, max: i64) -> Result<i64, String> {
         return Err(range());
     }
     Ok(number as i64)
+}
+
+/// Whether two settings came from the same source (so a repeated server id is a mistake, not an
+/// override).
+fn same_source(a: &Origin, b: &Origin) -> bool {
+    match (a, b) {
+        (Origin::File { path: a, .. }, Origin::File { path: b, .. }) => a == b,
+        (Origin::JvmFlags, Origin::JvmFlags) | (Origin::Argument, Origin::Argument) => true,
+        _ => false,
+    }
+}
+
+/// `participant` or `observer`, any case, as ZooKeeper reads peerType and server line roles.
+fn parse_role(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "participant" => Ok(false),
+        "observer" => Ok(true),
+        _ => Err("expected participant or observer".into()),
+    }
+}
+
+/// Splits `host:port...` where host may be `[v6]`: the host, then the `:`-separated rest.
+fn split_host(text: &str) -> Result<(String, Vec<&str>), String> {
+    let (host, rest) = if let Some(bracketed) = text.strip_prefix('[') {
+        let (host, rest) = bracketed
+            .split_once(']')
+            .ok_or("an IPv6 address opened with [ is not closed with ]")?;
+        let rest = match rest.strip_prefix(':') {
+            Some(rest) => rest,
+            None if rest.is_empty() => "",
+            None => return Err(format!("unexpected {rest:?} after [{host}]")),
+        };
+        (host, rest)
+    } else {
+        text.split_once(':').unwrap_or((text, ""))
+    };
+    let parts = if rest.is_empty() {
+        Vec::new()
+    } else {
+        rest.split(':').collect()
+    };
+    Ok((host.trim().to_owned(), parts))
+}
+
+const SERVER_LINE_FORM: &str =
+    "expected host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]";
+
+/// `host:quorumPort:electionPort[:role][;[clientHost:]clientPort]`, as ZooKeeper's QuorumServer.
+fn parse_server_line(value: &str) -> Result<PeerConfig, String> {
+    let mut halves = value.split(';');
+    let server = halves.next().unwrap_or("").trim();
+    let client = halves.next().map(str::trim);
+    if halves.next().is_some() {
+        return Err(format!("more than one ';'; {SERVER_LINE_FORM}"));
+    }
+    if server.contains('|') {
+        return Err(
+            "several addresses for one server (a|b) are not supported; give one address".into(),
+        );
+    }
+    let (host, parts) = split_host(server).map_err(|e| format!("{e}; {SERVER_LINE_FORM}"))?;
+    if host.is_empty() || !(2..=3).contains(&parts.len()) {
+        return Err(SERVER_LINE_FORM.into());
+    }
+    let peer_port = |name: &str, text: &str| match parse_int(text.trim(), 1, 65535) {
+        Ok(port) => Ok(port as u16),
+        Err(_) => Err(format!(
+            "{name} {text:?} is not a port number between 1 and 65535; {SERVER_LINE_FORM}"
+        )),
+    };
+    let quorum_port = peer_port("quorum port", parts[0])?;
+    let election_port = peer_port("election port", parts[1])?;
+    let observer = match parts.get(2) {
+        None => false,
+        Some(role) => parse_role(role.trim())
+            .map_err(|_| format!("unknown role {role:?}: expected participant or observer"))?,
+    };
+    let client_address = match client {
+        None => None,
+        Some(client) => {
+            let (host, port) = match client.rsplit_once(':') {
+                Some(_) => {
+                    let (host, parts) = split_host(client)?;
+                    match parts.as_slice() {
+                        [port] if !host.is_empty() => (host, *port),
+                        _ => {
+                            return Err(format!(
+                                "bad client address {client:?}; {SERVER_LINE_FORM}"
+                            ))
+                        }
+                    }
+                }
+                None => ("0.0.0.0".to_owned(), client),
+            };
+            let port = parse_port(port.trim()).map_err(|e| format!("client port {port:?}: {e}"))?;
+            Some((host, port))
+        }
+    };
+    Ok(PeerConfig {
+        host,
+        quorum_port,
+        election_port,
+        observer,
+        client_address,
+    })
 }
 
 fn parse_port(value: &str) -> Result<u16, String> {

@@ -6,7 +6,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use zoolog_server::config::{AdminServerConfig, ConfigError, Origin, ServerConfig};
+use std::collections::BTreeMap;
+
+use zoolog_server::config::{
+    AdminServerConfig, ConfigError, EnsembleConfig, Origin, PeerConfig, ServerConfig,
+};
 
 /// A directory removed when dropped (no dev-dependency needed).
 struct TempDir(PathBuf);
@@ -150,6 +154,7 @@ fn defaults_are_zookeepers_and_zoologs() {
     assert_eq!(c.container_check_interval_ms, 60_000);
     assert_eq!(c.container_never_used_ms, 300_000);
     assert_eq!(c.handshake_timeout_ms, 10_000);
+    assert_eq!(c.ensemble, None);
 
     assert!(c.four_letter_word_enabled("srvr"));
     assert!(!c.four_letter_word_enabled("ruok"));
@@ -254,6 +259,7 @@ fn full_zoo_cfg_with_every_key() {
         },
         prometheus_addr: None,
         initial_configuration: None,
+        ensemble: None,
     };
     assert_eq!(c, expected);
     assert!(c.four_letter_word_enabled("mntr"));
@@ -670,7 +676,7 @@ fn bad_myid_is_ignored_by_a_standalone_server() {
     for bad in [
         "replace this text with the cluster-unique zookeeper's instance id (1-255)\n",
         "0",
-        "255",
+        "256",
         "-3",
         "",
         "1 2",
@@ -873,8 +879,6 @@ fn unknown_and_inapplicable_keys_are_ignored() {
          initLimit=10\n\
          syncLimit=5\n\
          server.1=zk1:2888:3888\n\
-         server.2=zk2:2888:3888;2181\n\
-         standaloneEnabled=false\n\
          admin.serverPort=8080\n\
          admin.enableServer=false\n\
          metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
@@ -958,4 +962,406 @@ fn admin_server_and_prometheus_settings() {
         &error(&["-Dzookeeper.admin.serverPort=70000"], None),
         &["zookeeper.admin.serverPort", "65535"],
     );
+}
+
+// --- ensembles --------------------------------------------------------------------------------
+
+fn peer(host: &str, quorum_port: u16, election_port: u16) -> PeerConfig {
+    PeerConfig {
+        host: host.into(),
+        quorum_port,
+        election_port,
+        observer: false,
+        client_address: None,
+    }
+}
+
+/// A temp dir with a data dir holding `myid` (when given), and the data dir's path.
+fn with_myid(myid: Option<&str>) -> (TempDir, String) {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    if let Some(myid) = myid {
+        std::fs::write(Path::new(&data).join("myid"), myid).unwrap();
+    }
+    (dir, data)
+}
+
+/// The ensemble the zoo.cfg, TOML and -D tests below all describe.
+fn three_servers_and_an_observer() -> EnsembleConfig {
+    let mut members = BTreeMap::new();
+    members.insert(1, peer("zk1.example", 2888, 3888));
+    members.insert(
+        2,
+        PeerConfig {
+            client_address: Some(("127.0.0.1".into(), 2182)),
+            ..peer("127.0.0.1", 2889, 3889)
+        },
+    );
+    members.insert(
+        3,
+        PeerConfig {
+            observer: false,
+            client_address: Some(("0.0.0.0".into(), 2181)),
+            ..peer("::1", 2890, 3890)
+        },
+    );
+    members.insert(
+        200,
+        PeerConfig {
+            observer: true,
+            ..peer("zk200.example", 2891, 3891)
+        },
+    );
+    EnsembleConfig {
+        members,
+        init_limit: 20,
+        sync_limit: 7,
+        observer: false,
+    }
+}
+
+#[test]
+fn ensemble_from_zoo_cfg() {
+    let (dir, data) = with_myid(Some("2\n"));
+    let text = format!(
+        "tickTime=2000\n\
+         dataDir={data}\n\
+         initLimit=20\n\
+         syncLimit=7\n\
+         server.1=zk1.example:2888:3888\n\
+         server.2 = 127.0.0.1:2889:3889:participant;127.0.0.1:2182\n\
+         server.3=[::1]:2890:3890:Participant;2181\n\
+         server.200=zk200.example:2891:3891:observer\n"
+    );
+    let c = load_file(&dir.write("zoo.cfg", &text));
+    assert_eq!(c.ensemble, Some(three_servers_and_an_observer()));
+    assert_eq!(c.server_id, 2);
+    // The server's own line gives its client address.
+    assert_eq!(c.client_addr, "127.0.0.1:2182".parse().unwrap());
+    let ensemble = c.ensemble.unwrap();
+    let voters: Vec<u64> = ensemble.participants().map(|(id, _)| id).collect();
+    assert_eq!(voters, [1, 2, 3]);
+}
+
+#[test]
+fn ensemble_from_toml_in_both_forms() {
+    let (dir, data) = with_myid(Some("2"));
+    let text = format!(
+        r#"dataDir = "{data}"
+initLimit = 20
+syncLimit = "7"
+"server.1" = "zk1.example:2888:3888"
+
+[server]
+2 = "127.0.0.1:2889:3889:participant;127.0.0.1:2182"
+3 = "[::1]:2890:3890:Participant;2181"
+200 = "zk200.example:2891:3891:observer"
+"#
+    );
+    let c = load_file(&dir.write("zoolog.toml", &text));
+    assert_eq!(c.ensemble, Some(three_servers_and_an_observer()));
+    assert_eq!(c.server_id, 2);
+
+    // The same id in the flat and the table form is one setting given twice.
+    let twice =
+        format!("dataDir = \"{data}\"\n\"server.1\" = \"a:1:2\"\n[server]\n1 = \"b:1:2\"\n");
+    assert_mentions(
+        &error(&[dir.write("twice.toml", &twice).to_str().unwrap()], None),
+        &["twice.toml", "line 4", "server.1", "already set on line 2"],
+    );
+    // Dotted keys, TOML's third form.
+    let dotted = format!(
+        "dataDir = \"{data}\"\ninitLimit = 20\nsyncLimit = 7\nserver.1 = \"zk1.example:2888:3888\"\n\
+         server.2 = \"127.0.0.1:2889:3889:participant;127.0.0.1:2182\"\n\
+         server.3 = \"[::1]:2890:3890:Participant;2181\"\n\
+         server.200 = \"zk200.example:2891:3891:observer\"\n"
+    );
+    let c = load_file(&dir.write("dotted.toml", &dotted));
+    assert_eq!(c.ensemble, Some(three_servers_and_an_observer()));
+    // An array is no server line.
+    let array = format!("dataDir = \"{data}\"\nserver.1 = [\"a:1:2\"]\n");
+    assert_mentions(
+        &error(&[dir.write("array.toml", &array).to_str().unwrap()], None),
+        &["array.toml", "server.1", "single value"],
+    );
+}
+
+#[test]
+fn ensemble_from_system_properties() {
+    let (dir, data) = with_myid(Some("2"));
+    let d = format!("-DdataDir={data}");
+    let c = ServerConfig::from_args(
+        &args(&[
+            &d,
+            "-DinitLimit=20",
+            "-DsyncLimit=7",
+            "-Dserver.1=zk1.example:2888:3888",
+            "-Dserver.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182",
+        ]),
+        Some("-Dserver.3=[::1]:2890:3890:Participant;2181 -Dserver.200=zk200.example:2891:3891:observer"),
+    )
+    .unwrap();
+    assert_eq!(c.ensemble, Some(three_servers_and_an_observer()));
+
+    // A later source overrides a line of an earlier one; within one source a repeat is an error.
+    let file = dir.write(
+        "zoo.cfg",
+        &format!("dataDir={data}\nserver.1=old:1:2\nserver.2=127.0.0.1:2889:3889\n"),
+    );
+    let c = load(&[file.to_str().unwrap(), "-Dserver.1=new:3:4"]);
+    assert_eq!(c.ensemble.unwrap().members[&1], peer("new", 3, 4));
+    assert_mentions(
+        &error(&[&d, "-Dserver.1=a:1:2", "-Dserver.1=b:1:2"], None),
+        &["command line", "server.1", "already given at command line"],
+    );
+}
+
+#[test]
+fn ensemble_limits_default_to_ten_and_five_ticks() {
+    let (dir, data) = with_myid(Some("1"));
+    let text = format!("dataDir={data}\nserver.1=a:2888:3888\nserver.2=b:2888:3888\n");
+    let ensemble = load_file(&dir.write("zoo.cfg", &text)).ensemble.unwrap();
+    assert_eq!((ensemble.init_limit, ensemble.sync_limit), (10, 5));
+    assert!(!ensemble.observer);
+    for bad in ["initLimit=0", "syncLimit=-1", "initLimit=soon"] {
+        let path = dir.write("bad.cfg", &format!("{text}{bad}\n"));
+        let key = bad.split('=').next().unwrap();
+        assert_mentions(
+            &error(&[path.to_str().unwrap()], None),
+            &["bad.cfg", "line 4", key],
+        );
+    }
+}
+
+#[test]
+fn an_ensemble_member_needs_a_myid_among_the_ids() {
+    let two = |data: &str| format!("dataDir={data}\nserver.1=a:2888:3888\nserver.3=b:2888:3888\n");
+
+    let (dir, data) = with_myid(None);
+    let message = error(&[dir.write("zoo.cfg", &two(&data)).to_str().unwrap()], None);
+    assert_mentions(&message, &["myid", "missing", "1, 3"]);
+
+    let (dir, data) = with_myid(Some(
+        "replace this text with the cluster-unique zookeeper's instance id (1-255)\n",
+    ));
+    let message = error(&[dir.write("zoo.cfg", &two(&data)).to_str().unwrap()], None);
+    assert_mentions(
+        &message,
+        &["myid", "between 1 and 255", "replace this", "1, 3"],
+    );
+
+    let (dir, data) = with_myid(Some("2"));
+    let message = error(&[dir.write("zoo.cfg", &two(&data)).to_str().unwrap()], None);
+    assert_mentions(&message, &["myid", "holds 2", "1, 3"]);
+    assert!(matches!(
+        ServerConfig::from_args(&args(&[dir.path().join("zoo.cfg").to_str().unwrap()]), None),
+        Err(ConfigError::MyId { .. })
+    ));
+
+    let (dir, data) = with_myid(Some(" 3 \n"));
+    let c = load_file(&dir.write("zoo.cfg", &two(&data)));
+    assert_eq!(c.server_id, 3);
+}
+
+#[test]
+fn server_ids_are_1_to_255() {
+    let (dir, data) = with_myid(Some("255"));
+    let text = format!("dataDir={data}\nserver.1=a:2888:3888\nserver.255=b:2888:3888\n");
+    let c = load_file(&dir.write("zoo.cfg", &text));
+    assert_eq!(c.server_id, 255);
+    assert_eq!(
+        c.ensemble
+            .unwrap()
+            .members
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1, 255]
+    );
+    for bad in ["server.0", "server.256", "server.x", "server.", "server.-1"] {
+        let path = dir.write(
+            "bad.cfg",
+            &format!("dataDir={data}\nserver.1=a:2888:3888\n{bad}=b:2888:3888\n"),
+        );
+        assert_mentions(
+            &error(&[path.to_str().unwrap()], None),
+            &["bad.cfg", "line 3", bad, "between 1 and 255"],
+        );
+    }
+}
+
+#[test]
+fn duplicate_server_ids_name_both_lines() {
+    let (dir, data) = with_myid(Some("1"));
+    for second in ["server.1=b:2888:3888", "server.01=b:2888:3888"] {
+        let path = dir.write(
+            "zoo.cfg",
+            &format!("dataDir={data}\nserver.1=a:2888:3888\nserver.2=c:1:2\n{second}\n"),
+        );
+        let key = second.split('=').next().unwrap();
+        assert_mentions(
+            &error(&[path.to_str().unwrap()], None),
+            &[
+                "zoo.cfg, line 4",
+                key,
+                "server id 1 already given at",
+                "line 2",
+            ],
+        );
+    }
+}
+
+#[test]
+fn malformed_server_lines_name_line_and_reason() {
+    let (dir, data) = with_myid(Some("1"));
+    for (line, reason) in [
+        ("zk2:0:3888", "quorum port"),
+        ("zk2:2888", "host:quorumPort:electionPort"),
+        ("zk2", "host:quorumPort:electionPort"),
+        (":2888:3888", "host:quorumPort:electionPort"),
+        ("zk2:2888:99999", "election port"),
+        ("zk2:abc:3888", "quorum port"),
+        ("zk2:2888:3888:leader", "unknown role"),
+        ("zk2:2888:3888:observer:x", "host:quorumPort:electionPort"),
+        ("zk2:2888:3888;70000", "client port"),
+        ("zk2:2888:3888;a:b:2181", "client address"),
+        ("zk2:2888:3888;2181;2182", "more than one ';'"),
+        ("[::1:2888:3888", "not closed"),
+        ("a:1:2|b:1:2", "several addresses"),
+    ] {
+        let path = dir.write(
+            "zoo.cfg",
+            &format!("dataDir={data}\nserver.1=zk1:2888:3888\nserver.2={line}\n"),
+        );
+        assert_mentions(
+            &error(&[path.to_str().unwrap()], None),
+            &["zoo.cfg, line 3", "server.2", line, reason],
+        );
+    }
+}
+
+#[test]
+fn one_server_line_is_standalone_unless_standalone_is_disabled() {
+    // As ZooKeeper (for HBase): one participant and standaloneEnabled=true is standalone, and a
+    // bad myid is then only a warning.
+    let (dir, data) = with_myid(Some("placeholder"));
+    let one = format!("dataDir={data}\nserver.5=localhost:2888:3888;2999\n");
+    let c = load_file(&dir.write("zoo.cfg", &one));
+    assert_eq!(c.ensemble, None);
+    assert_eq!(c.server_id, 1);
+    assert_eq!(c.client_addr.port(), 2181, "the ignored line sets nothing");
+
+    let forced = format!("{one}standaloneEnabled=false\n");
+    let path = dir.write("forced.cfg", &forced);
+    assert_mentions(&error(&[path.to_str().unwrap()], None), &["myid", "5"]);
+    std::fs::write(Path::new(&data).join("myid"), "5").unwrap();
+    let c = load_file(&path);
+    let ensemble = c.ensemble.expect("an ensemble of one");
+    assert_eq!(ensemble.members.len(), 1);
+    assert_eq!(c.server_id, 5);
+    assert_eq!(c.client_addr, "0.0.0.0:2999".parse().unwrap());
+
+    // standaloneEnabled=false without any participant is an error, as in ZooKeeper.
+    let path = dir.write(
+        "none.cfg",
+        &format!("dataDir={data}\nstandaloneEnabled=false\n"),
+    );
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["standaloneEnabled=false", "participant"],
+    );
+}
+
+#[test]
+fn observers_need_a_quorum() {
+    let (dir, data) = with_myid(Some("1"));
+    let only_observers =
+        format!("dataDir={data}\nserver.1=a:2888:3888:observer\nserver.2=b:2888:3888:observer\n");
+    assert_mentions(
+        &error(
+            &[dir.write("a.cfg", &only_observers).to_str().unwrap()],
+            None,
+        ),
+        &[
+            "observers without participants",
+            "server.1",
+            "a.cfg, line 2",
+        ],
+    );
+    let one_participant =
+        format!("dataDir={data}\nserver.1=a:2888:3888\nserver.2=b:2888:3888:observer\n");
+    assert_mentions(
+        &error(
+            &[dir.write("b.cfg", &one_participant).to_str().unwrap()],
+            None,
+        ),
+        &["observers without a quorum", "standaloneEnabled"],
+    );
+    let forced = format!("{one_participant}standaloneEnabled=false\n");
+    let c = load_file(&dir.write("c.cfg", &forced));
+    let ensemble = c.ensemble.unwrap();
+    assert_eq!(ensemble.members.len(), 2);
+    assert!(ensemble.members[&2].observer && !ensemble.observer);
+}
+
+#[test]
+fn peer_type_must_agree_with_the_servers_own_line() {
+    let (dir, data) = with_myid(Some("3"));
+    let lines = format!(
+        "dataDir={data}\nserver.1=a:2888:3888\nserver.2=b:2888:3888\nserver.3=c:2888:3888:observer\n"
+    );
+    // Unset: the own line decides.
+    let c = load_file(&dir.write("zoo.cfg", &lines));
+    assert!(c.ensemble.unwrap().observer);
+    let c = load_file(&dir.write("zoo.cfg", &format!("{lines}peerType=observer\n")));
+    assert!(c.ensemble.unwrap().observer);
+
+    let path = dir.write("zoo.cfg", &format!("{lines}peerType=participant\n"));
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &[
+            "zoo.cfg, line 5",
+            "peerType",
+            "server.3",
+            "line 4",
+            "observer",
+        ],
+    );
+    let path = dir.write("zoo.cfg", &format!("{lines}peerType=spectator\n"));
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["line 5", "peerType", "participant or observer"],
+    );
+    std::fs::write(Path::new(&data).join("myid"), "1").unwrap();
+    let path = dir.write("zoo.cfg", &format!("{lines}peerType=observer\n"));
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["peerType", "server.1", "participant"],
+    );
+}
+
+#[test]
+fn the_own_lines_client_address_must_agree_with_client_port() {
+    let (dir, data) = with_myid(Some("1"));
+    let lines =
+        format!("dataDir={data}\nserver.1=a:2888:3888;127.0.0.1:2182\nserver.2=b:2888:3888\n");
+    let c = load_file(&dir.write("zoo.cfg", &format!("{lines}clientPort=2182\n")));
+    assert_eq!(c.client_addr, "127.0.0.1:2182".parse().unwrap());
+    let path = dir.write("zoo.cfg", &format!("{lines}clientPort=2181\n"));
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["zoo.cfg, line 2", "server.1", "clientPort 2181"],
+    );
+    let path = dir.write("zoo.cfg", &format!("{lines}clientPortAddress=10.1.2.3\n"));
+    assert_mentions(
+        &error(&[path.to_str().unwrap()], None),
+        &["server.1", "clientPortAddress 10.1.2.3"],
+    );
+    // A wildcard clientPortAddress only needs the port to agree, and is kept.
+    let c = load_file(&dir.write("zoo.cfg", &format!("{lines}clientPortAddress=0.0.0.0\n")));
+    assert_eq!(c.client_addr, "0.0.0.0:2182".parse().unwrap());
+    // No client address on the own line: clientPort as usual.
+    std::fs::write(Path::new(&data).join("myid"), "2").unwrap();
+    let c = load_file(&dir.write("zoo.cfg", &format!("{lines}clientPort=2185\n")));
+    assert_eq!(c.client_addr, "127.0.0.1:2185".parse().unwrap());
 }
