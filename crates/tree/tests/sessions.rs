@@ -391,3 +391,22 @@ fn version_1_commands_still_decode_with_owner_0() {
     v1.extend_from_slice(&v2[29..]);
     assert_eq!(Command::decode(&v1), Ok(command));
 }
+
+#[test]
+fn server_id_255_gives_negative_session_ids_that_work() {
+    let mut h = Harness::with(TreeConfig {
+        server_id: 255,
+        ..TreeConfig::default()
+    });
+    assert!(h.session < 0, "{:#x}", h.session);
+    assert_eq!(h.session as u64 >> 56, 0xff);
+    h.create("/eph", 1).unwrap();
+    assert_eq!(h.stat("/eph").ephemeral_owner, h.session);
+    let bytes = snapshot(&h.tree);
+    let decoded = DataTree::decode_snapshot(&bytes, h.tree.config().clone()).unwrap();
+    assert_eq!(decoded.session(h.session), h.tree.session(h.session));
+    let (session, now) = (h.session, h.zxid);
+    let applied = expire(&mut h, session, now);
+    assert_eq!(applied.outcome, Outcome::SessionClosed);
+    assert!(h.tree.stat("/eph").is_none());
+}
