@@ -52,9 +52,12 @@ pub enum CommandOp {
     /// `unless_touched_after` (or is gone already), in which case it is a no-op. Ownership is
     /// not checked: any server may append it. Why this is safe: see the crate documentation.
     Expire { unless_touched_after: Zxid },
-    /// The client of the command's `session_id` reconnected through connection `owner`: the
-    /// session now belongs to it, and counts as touched. Unknown session: no-op.
-    Attach { owner: u64 },
+    /// The client of the command's `session_id` reconnected through connection `owner`,
+    /// proving itself with the session's `password`: the session now belongs to it and counts
+    /// as touched. The password is checked here, at apply, because the accepting server may
+    /// not have applied the session's creation yet when the client arrives. Unknown session
+    /// or wrong password: no-op.
+    Attach { owner: u64, password: Vec<u8> },
 }
 
 const TAG_CREATE_SESSION: u8 = 1;
@@ -107,9 +110,10 @@ impl Command {
                 out.push(TAG_EXPIRE);
                 unless_touched_after.write_to(&mut out);
             }
-            CommandOp::Attach { owner } => {
+            CommandOp::Attach { owner, password } => {
                 out.push(TAG_ATTACH);
                 (*owner as i64).write_to(&mut out);
+                Some(password.clone()).write_to(&mut out);
             }
         }
         out
@@ -157,6 +161,7 @@ impl Command {
             },
             TAG_ATTACH => CommandOp::Attach {
                 owner: i64::read_from(reader)? as u64,
+                password: Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default(),
             },
             tag => {
                 return Err(DecodeError::UnknownOpcode {

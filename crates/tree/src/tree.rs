@@ -107,7 +107,8 @@ pub enum Outcome {
     ExpireSkipped {
         session_exists: bool,
     },
-    /// An Attach: whether the session exists (and so now belongs to the command's owner).
+    /// An Attach: whether the session exists and the password matched (and so the session now
+    /// belongs to the command's owner).
     Attached {
         session_exists: bool,
     },
@@ -305,18 +306,20 @@ impl DataTree {
                     Outcome::SessionClosed
                 }
             },
-            CommandOp::Attach { owner } => match self.sessions.get_mut(&command.session_id) {
-                None => Outcome::Attached {
-                    session_exists: false,
-                },
-                Some(session) => {
-                    session.owner = *owner;
-                    session.touched_at = zxid;
-                    Outcome::Attached {
-                        session_exists: true,
+            CommandOp::Attach { owner, password } => {
+                match self.sessions.get_mut(&command.session_id) {
+                    Some(session) if session.password == *password => {
+                        session.owner = *owner;
+                        session.touched_at = zxid;
+                        Outcome::Attached {
+                            session_exists: true,
+                        }
                     }
+                    _ => Outcome::Attached {
+                        session_exists: false,
+                    },
                 }
-            },
+            }
             CommandOp::Reap { path } => {
                 if self.is_reapable(path, command.time_ms) {
                     self.remove_node(path, &mut txn);

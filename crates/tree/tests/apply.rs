@@ -950,7 +950,10 @@ fn commands_round_trip_and_reject_garbage() {
         CommandOp::Expire {
             unless_touched_after: 77,
         },
-        CommandOp::Attach { owner: u64::MAX },
+        CommandOp::Attach {
+            owner: u64::MAX,
+            password: vec![1, 2],
+        },
     ];
     for (index, op) in commands.into_iter().enumerate() {
         let command = Command {

@@ -455,16 +455,17 @@ impl Model {
                 },
                 Some(_) => self.close(&c),
             },
-            CommandOp::Attach { owner } => match self.sessions.get_mut(&c.session) {
-                None => Outcome::Attached {
-                    session_exists: false,
-                },
-                Some(session) => {
+            CommandOp::Attach { owner, password } => match self.sessions.get_mut(&c.session) {
+                // Every session of this model is created with the password [1; 16].
+                Some(session) if *password == vec![1; 16] => {
                     *session = (zxid, *owner);
                     Outcome::Attached {
                         session_exists: true,
                     }
                 }
+                _ => Outcome::Attached {
+                    session_exists: false,
+                },
             },
             CommandOp::Reap { path } => {
                 if self.reapable(path, c.time, config) {
@@ -658,6 +659,7 @@ impl Generator {
             },
             44 => CommandOp::Attach {
                 owner: self.pick(&[0, 7]),
+                password: self.pick(&[vec![1; 16], vec![1; 16], vec![2; 16]]),
             },
             3..=4 => CommandOp::Reap {
                 path: self.pick(PATHS).to_owned(),

@@ -76,7 +76,13 @@ fn create_writes_touches_and_attach_record_touched_at() {
     assert_eq!(touched_at(&h, other), h.zxid);
     assert!(h.tree.session(closed).is_none());
 
-    let applied = h.apply_op(other, CommandOp::Attach { owner: 9 });
+    let applied = h.apply_op(
+        other,
+        CommandOp::Attach {
+            owner: 9,
+            password: vec![7; 16],
+        },
+    );
     assert_eq!(
         applied.outcome,
         Outcome::Attached {
@@ -198,8 +204,30 @@ fn writes_and_closes_from_another_owner_get_session_moved() {
     h.session = a;
     h.must_create("/x");
 
+    // A wrong password takes nothing over.
+    let applied = h.apply_op(
+        a,
+        CommandOp::Attach {
+            owner: 5,
+            password: vec![8; 16],
+        },
+    );
+    assert_eq!(
+        applied.outcome,
+        Outcome::Attached {
+            session_exists: false
+        }
+    );
+    assert_eq!(h.tree.session(a).unwrap().owner, 1);
+
     // The client moves to connection 2; requests still in flight from connection 1 fail.
-    let applied = h.apply_op(a, CommandOp::Attach { owner: 2 });
+    let applied = h.apply_op(
+        a,
+        CommandOp::Attach {
+            owner: 2,
+            password: vec![7; 16],
+        },
+    );
     assert_eq!(
         applied.outcome,
         Outcome::Attached {
@@ -270,7 +298,14 @@ fn writes_and_closes_from_another_owner_get_session_moved() {
     // A session that is gone: SESSIONEXPIRED, whatever the owner; attach says it is gone.
     assert_eq!(h.write(set_data("/x")), Err(ErrorCode::SessionExpired));
     assert_eq!(
-        h.apply_op(a, CommandOp::Attach { owner: 3 }).outcome,
+        h.apply_op(
+            a,
+            CommandOp::Attach {
+                owner: 3,
+                password: vec![7; 16],
+            }
+        )
+        .outcome,
         Outcome::Attached {
             session_exists: false
         }
