@@ -131,7 +131,7 @@ fn data(
                 .clone()
                 .map_or(Json::Null, Json::Str),
         )],
-        "is_read_only" => vec![("read_only", Json::Bool(false))],
+        "is_read_only" => vec![("read_only", Json::Bool(view.is_read_only()))],
         "last_snapshot" => last_snapshot(view),
         // A standalone ZooKeeper is no quorum server and answers exactly this.
         "leader" => return Err("server is not initialized".to_owned()),
@@ -278,7 +278,7 @@ fn server_stats(view: &View<'_>, dirs: &DirSizes) -> Fields {
         ),
         ("data_dir_size", Json::count(dirs.data_bytes)),
         ("log_dir_size", Json::count(dirs.log_bytes)),
-        ("server_state", Json::str("standalone")),
+        ("server_state", Json::str(view.mode_name())),
         (
             "num_alive_client_connections",
             Json::count(view.connections.len()),

@@ -48,6 +48,7 @@
 //! | `zookeeper.DigestAuthenticationProvider.superDigest` | `super_digest` |
 //! | `zookeeper.extendedTypesEnabled`, `zookeeper.enforceQuota` | `extended_types_enabled`, `enforce_quota` |
 //! | `zookeeper.skipACL` (`yes`/`true`) | `skip_acl` |
+//! | `readonlymode.enabled` | `read_only_mode_enabled` |
 //! | `znode.container.checkIntervalMs`, `znode.container.maxNeverUsedIntervalMs` | `container_check_interval_ms`, `container_never_used_ms` |
 //! | `zookeeper.nio.sessionlessCnxnTimeout` | `handshake_timeout_ms` |
 //! | `<dataDir>/myid` (a file, 1..=255) | `server_id` |
@@ -143,6 +144,9 @@ pub struct ServerConfig {
     pub enforce_quota: bool,
     /// zookeeper.skipACL.
     pub skip_acl: bool,
+    /// readonlymode.enabled: an ensemble member cut off from its quorum keeps serving reads
+    /// to clients that asked for read-only sessions.
+    pub read_only_mode_enabled: bool,
     /// znode.container.checkIntervalMs.
     pub container_check_interval_ms: u64,
     /// znode.container.maxNeverUsedIntervalMs.
@@ -257,6 +261,7 @@ impl Default for ServerConfig {
             extended_types_enabled: false,
             enforce_quota: false,
             skip_acl: false,
+            read_only_mode_enabled: false,
             container_check_interval_ms: 60_000,
             container_never_used_ms: 300_000,
             handshake_timeout_ms: 10_000,
@@ -906,6 +911,7 @@ enum Setting {
     ExtendedTypesEnabled,
     EnforceQuota,
     SkipAcl,
+    ReadOnlyMode,
     ContainerCheckInterval,
     ContainerNeverUsed,
     SessionlessCnxnTimeout,
@@ -958,6 +964,7 @@ const SETTINGS: &[(&str, Setting)] = &[
     ),
     ("zookeeper.enforceQuota", Setting::EnforceQuota),
     ("zookeeper.skipACL", Setting::SkipAcl),
+    ("readonlymode.enabled", Setting::ReadOnlyMode),
     (
         "znode.container.checkIntervalMs",
         Setting::ContainerCheckInterval,
@@ -1206,6 +1213,9 @@ impl Builder {
             }
             Setting::EnforceQuota => c.enforce_quota = parse_bool(value, false).map_err(invalid)?,
             Setting::SkipAcl => c.skip_acl = parse_bool(value, true).map_err(invalid)?,
+            Setting::ReadOnlyMode => {
+                c.read_only_mode_enabled = parse_bool(value, false).map_err(invalid)?
+            }
             Setting::ContainerCheckInterval => {
                 c.container_check_interval_ms = int(1, INT_MAX)? as u64
             }

@@ -66,7 +66,47 @@ pub enum Input {
         position: Zxid,
         entry: bytes::Bytes,
     },
+    /// The ordering layer replaced this server's state with a snapshot (a learner that fell
+    /// too far behind its leader); committed entries continue after it.
+    InstallSnapshot { tree: DataTree },
+    /// This server's part in ordering changed.
+    Role(Role),
     Tick,
+}
+
+/// This server's part in ordering, as its ordering layer reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Standalone,
+    /// An ensemble member without an established leader (electing or synchronizing): it
+    /// orders nothing, and serves only read-only sessions (when read-only mode is enabled).
+    Looking,
+    Leader { epoch: u64 },
+    Follower { leader: u64, epoch: u64 },
+    Observer { leader: u64, epoch: u64 },
+}
+
+impl Role {
+    pub fn is_serving(&self) -> bool {
+        !matches!(self, Role::Looking)
+    }
+
+    /// Whether this server appends session expiries: exactly one server does at a time.
+    fn decides_expiry(&self) -> bool {
+        matches!(self, Role::Standalone | Role::Leader { .. })
+    }
+
+    /// ZooKeeper's name for it, as in `srvr`'s Mode line and mntr's zk_server_state.
+    pub fn mode_name(&self, read_only_mode_enabled: bool) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Looking if read_only_mode_enabled => "read-only",
+            Role::Looking => "looking",
+            Role::Leader { .. } => "leader",
+            Role::Follower { .. } => "follower",
+            Role::Observer { .. } => "observer",
+        }
+    }
 }
 
 /// What `crst`, `srst` and `stmk` change, from a four-letter word or the AdminServer.
@@ -158,6 +198,14 @@ enum Phase {
         password: Vec<u8>,
         timeout_ms: i32,
     },
+    /// An existing session is being taken over through the log (ensemble only): the Attach
+    /// checks the password where the session is surely known, and once applied here this
+    /// server has caught up with everything the client saw.
+    AttachingSession {
+        session_id: i64,
+        password: Vec<u8>,
+        timeout_ms: i32,
+    },
     Open,
     Closing,
 }
@@ -168,6 +216,11 @@ struct Connection {
     session_id: i64,
     /// Old-form handshake (no readOnly byte) gets an old-form reply.
     read_only_flag: Option<bool>,
+    /// Accepted while the server was cut off from its quorum: reads only.
+    read_only: bool,
+    /// This connection's token in the log ([`Command::owner`]); 0 in standalone, where a
+    /// session cannot move to another server.
+    owner: u64,
     identities: Arc<[Id]>,
     slots: VecDeque<Slot>,
     stats: ConnectionStats,
@@ -177,8 +230,26 @@ struct LiveSession {
     timeout_ms: i32,
     deadline_ms: u64,
     connection: Option<ConnectionId>,
-    /// Expiry or close has been appended; the session accepts nothing more.
+    /// A close has been appended; the session accepts nothing more.
     closing: bool,
+    /// An expiry has been appended and not applied yet: none is appended again meanwhile.
+    expiring: bool,
+}
+
+impl LiveSession {
+    fn new(timeout_ms: i32, now_ms: u64) -> LiveSession {
+        LiveSession {
+            timeout_ms,
+            deadline_ms: now_ms + timeout_ms as u64,
+            connection: None,
+            closing: false,
+            expiring: false,
+        }
+    }
+
+    fn refresh(&mut self, now_ms: u64) {
+        self.deadline_ms = now_ms + self.timeout_ms as u64;
+    }
 }
 
 pub struct Core {
@@ -191,6 +262,12 @@ pub struct Core {
     sessions: HashMap<i64, LiveSession>,
     per_ip: HashMap<IpAddr, usize>,
     pending_handshakes: HashMap<Vec<u8>, ConnectionId>,
+    role: Role,
+    /// Sessions active on this server since its last Touch entry (ensemble only).
+    touched: std::collections::HashSet<i64>,
+    next_touch_ms: u64,
+    /// Read-only sessions exist only on the server that made them, never in the log.
+    local_sessions_made: u64,
     entries_since_snapshot: u64,
     snapshot_in_flight: bool,
     next_reap_ms: u64,
@@ -214,19 +291,17 @@ impl Core {
         origin: u64,
         now: Now,
     ) -> Core {
-        let sessions = tree
-            .sessions()
-            .map(|(id, info)| {
-                let session = LiveSession {
-                    timeout_ms: info.timeout_ms,
-                    deadline_ms: now.monotonic_ms + info.timeout_ms as u64,
-                    connection: None,
-                    closing: false,
-                };
-                (id, session)
-            })
-            .collect();
+        let sessions = live_sessions(&tree, now.monotonic_ms);
+        let role = if config.ensemble.is_some() {
+            Role::Looking
+        } else {
+            Role::Standalone
+        };
         Core {
+            role,
+            touched: Default::default(),
+            next_touch_ms: now.monotonic_ms,
+            local_sessions_made: 0,
             next_reap_ms: now.monotonic_ms + config.container_check_interval_ms,
             config,
             log,
@@ -268,6 +343,8 @@ impl Core {
             } => self.undecodable(connection, xid, error),
             Input::Closed { connection } => self.closed(connection),
             Input::Committed { position, entry } => self.committed(position, &entry),
+            Input::InstallSnapshot { tree } => self.install_snapshot(tree),
+            Input::Role(role) => self.role_changed(role),
             Input::Tick => self.tick(),
         }
         std::mem::take(&mut self.out)
@@ -307,11 +384,19 @@ impl Core {
         *self.per_ip.entry(peer.ip()).or_default() += 1;
         let identities: Arc<[Id]> = Arc::from(vec![Id::new("ip", &peer.ip().to_string())]);
         let stats = ConnectionStats::new(self.now.monotonic_ms, self.now.wall_ms);
+        let owner = if self.replicated() {
+            // Unique per connection across the ensemble: origin is random per process.
+            (self.origin ^ connection.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1
+        } else {
+            0
+        };
         let state = Connection {
             peer,
             phase: Phase::AwaitingHandshake,
             session_id: 0,
             read_only_flag: None,
+            read_only: false,
+            owner,
             identities,
             slots: VecDeque::new(),
             stats,
@@ -386,6 +471,7 @@ impl Core {
             outstanding: self.connections.values().map(|c| c.slots.len()).sum(),
             metrics: &self.metrics,
             trace_mask: self.trace_mask,
+            role: self.role,
         }
     }
 
@@ -406,32 +492,126 @@ impl Core {
         }
         state.read_only_flag = request.read_only;
         self.stats.packets_received += 1;
-        if request.last_zxid_seen > self.tree.last_applied_zxid() {
-            // The client has seen a newer state than ours: it must try another server.
+        let timeout_ms = self.negotiated_timeout_ms(request.timeout_ms);
+        if !self.role.is_serving() {
+            let wants_read_only = request.read_only == Some(true);
+            if wants_read_only && self.config.read_only_mode_enabled {
+                return self.read_only_session(connection, request, timeout_ms);
+            }
+            // Nothing can be ordered now: the client tries another server.
+            return self.refuse_handshake(connection);
+        }
+        // In an ensemble every session is created or taken over by a log entry, ordered after
+        // everything the client saw; once it applies here this server has caught up.
+        if !self.replicated() && request.last_zxid_seen > self.tree.last_applied_zxid() {
             tracing::info!(
                 client_zxid = request.last_zxid_seen,
                 our_zxid = self.tree.last_applied_zxid(),
                 "refusing a client that is ahead of this server"
             );
-            self.out.push(Output::HandshakeDone {
-                connection,
-                accepted: false,
-            });
-            self.close(connection);
-            return;
+            return self.refuse_handshake(connection);
         }
-        let timeout_ms = self.negotiated_timeout_ms(request.timeout_ms);
         if request.session_id == 0 {
             self.begin_session(connection, timeout_ms);
+        } else if self.replicated() {
+            self.attach_session(connection, request, timeout_ms);
         } else {
             self.resume_session(connection, request, timeout_ms);
         }
     }
 
-    fn begin_session(&mut self, connection: ConnectionId, timeout_ms: i32) {
-        let password: Vec<u8> = (0..SESSION_PASSWORD_BYTES)
+    fn refuse_handshake(&mut self, connection: ConnectionId) {
+        self.out.push(Output::HandshakeDone {
+            connection,
+            accepted: false,
+        });
+        self.close(connection);
+    }
+
+    fn new_password() -> Vec<u8> {
+        (0..SESSION_PASSWORD_BYTES)
             .map(|_| rand::random::<u8>())
-            .collect();
+            .collect()
+    }
+
+    /// A session on a server cut off from its quorum: served from the local tree, never
+    /// logged. A new one gets a local id that no logged session can have; a client resuming
+    /// a logged session keeps it (without taking ownership: that needs the log).
+    fn read_only_session(
+        &mut self,
+        connection: ConnectionId,
+        request: ConnectRequest,
+        timeout_ms: i32,
+    ) {
+        if request.last_zxid_seen > self.tree.last_applied_zxid() {
+            return self.refuse_handshake(connection);
+        }
+        let (session_id, password) = if request.session_id == 0 {
+            self.local_sessions_made += 1;
+            let id = (i64::from(self.config.server_id) << 56)
+                | (1 << 55)
+                | self.local_sessions_made as i64;
+            (id, Self::new_password())
+        } else {
+            match self.tree.session(request.session_id) {
+                Some(info) if info.password == request.password => {
+                    (request.session_id, request.password.clone())
+                }
+                _ => return self.reply_expired(connection, request.read_only),
+            }
+        };
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("caller checked");
+        state.read_only = true;
+        self.bind_session(connection, session_id, timeout_ms, password);
+    }
+
+    fn reply_expired(&mut self, connection: ConnectionId, read_only: Option<bool>) {
+        let reply = ConnectResponse::expired(read_only);
+        self.write(connection, framed(&reply.encode()), false);
+        self.out.push(Output::HandshakeDone {
+            connection,
+            accepted: false,
+        });
+        self.close(connection);
+    }
+
+    /// Ensemble: takes the session over through the log (see [`Phase::AttachingSession`]).
+    fn attach_session(
+        &mut self,
+        connection: ConnectionId,
+        request: ConnectRequest,
+        timeout_ms: i32,
+    ) {
+        let state = self
+            .connections
+            .get_mut(&connection)
+            .expect("caller checked");
+        let owner = state.owner;
+        state.phase = Phase::AttachingSession {
+            session_id: request.session_id,
+            password: request.password.clone(),
+            timeout_ms,
+        };
+        let command = Command {
+            session_id: request.session_id,
+            cxid: 0,
+            time_ms: self.now.wall_ms,
+            owner,
+            op: CommandOp::Attach {
+                owner,
+                password: request.password,
+            },
+        };
+        if !self.append(connection, command) {
+            self.refuse_handshake(connection);
+        }
+    }
+
+    fn begin_session(&mut self, connection: ConnectionId, timeout_ms: i32) {
+        let password = Self::new_password();
         self.pending_handshakes.insert(password.clone(), connection);
         let state = self
             .connections
@@ -441,22 +621,19 @@ impl Core {
             password: password.clone(),
             timeout_ms,
         };
+        let owner = state.owner;
         let command = Command {
             session_id: 0,
             cxid: 0,
             time_ms: self.now.wall_ms,
-            owner: 0,
+            owner,
             op: CommandOp::CreateSession {
                 timeout_ms,
                 password,
             },
         };
         if !self.append(connection, command) {
-            self.out.push(Output::HandshakeDone {
-                connection,
-                accepted: false,
-            });
-            self.close(connection);
+            self.refuse_handshake(connection);
         }
     }
 
@@ -474,14 +651,7 @@ impl Core {
             _ => false,
         };
         if !valid {
-            let reply = ConnectResponse::expired(request.read_only);
-            self.write(connection, framed(&reply.encode()), false);
-            self.out.push(Output::HandshakeDone {
-                connection,
-                accepted: false,
-            });
-            self.close(connection);
-            return;
+            return self.reply_expired(connection, request.read_only);
         }
         let password = request.password.clone();
         self.bind_session(connection, request.session_id, timeout_ms, password);
@@ -495,15 +665,13 @@ impl Core {
         timeout_ms: i32,
         password: Vec<u8>,
     ) {
-        let deadline_ms = self.now.monotonic_ms + timeout_ms as u64;
-        let session = self.sessions.entry(session_id).or_insert(LiveSession {
-            timeout_ms,
-            deadline_ms,
-            connection: None,
-            closing: false,
-        });
+        let now_ms = self.now.monotonic_ms;
+        let session = self
+            .sessions
+            .entry(session_id)
+            .or_insert_with(|| LiveSession::new(timeout_ms, now_ms));
         session.timeout_ms = timeout_ms;
-        session.deadline_ms = deadline_ms;
+        session.refresh(now_ms);
         let previous = session.connection.replace(connection);
         if let Some(previous) = previous.filter(|&p| p != connection) {
             self.close(previous);
@@ -514,12 +682,13 @@ impl Core {
             .expect("bound connections exist");
         state.phase = Phase::Open;
         state.session_id = session_id;
+        let read_only = state.read_only;
         let reply = ConnectResponse {
             protocol_version: 0,
             timeout_ms,
             session_id,
             password,
-            read_only: state.read_only_flag.map(|_| false),
+            read_only: state.read_only_flag.map(|_| read_only),
         };
         self.write(connection, framed(&reply.encode()), false);
         self.out.push(Output::HandshakeDone {
@@ -529,33 +698,84 @@ impl Core {
     }
 
     fn touch(&mut self, session_id: i64) {
+        let now_ms = self.now.monotonic_ms;
         if let Some(session) = self.sessions.get_mut(&session_id) {
-            session.deadline_ms = self.now.monotonic_ms + session.timeout_ms as u64;
+            session.refresh(now_ms);
+            if self.config.ensemble.is_some() {
+                self.touched.insert(session_id);
+            }
         }
     }
 
-    fn tick(&mut self) {
-        self.expire_sessions();
-        self.reap_nodes();
+    fn replicated(&self) -> bool {
+        self.config.ensemble.is_some()
     }
 
-    /// Appends a close for every session whose deadline passed; its connection is closed without
-    /// a word, as ZooKeeper does: the client learns of expiry when it reconnects.
+    fn tick(&mut self) {
+        if self.role.decides_expiry() {
+            self.expire_sessions();
+            self.reap_nodes();
+        }
+        self.forget_expired_local_sessions();
+        self.append_touches();
+    }
+
+    /// Tells the ensemble, in one entry, which sessions were active here lately: whoever
+    /// decides expiry sees them applied and keeps them alive.
+    fn append_touches(&mut self) {
+        if !self.replicated()
+            || !self.role.is_serving()
+            || self.now.monotonic_ms < self.next_touch_ms
+        {
+            return;
+        }
+        self.next_touch_ms = self.now.monotonic_ms + self.touch_interval_ms();
+        if self.touched.is_empty() {
+            return;
+        }
+        let mut sessions: Vec<i64> = self.touched.drain().collect();
+        sessions.sort_unstable();
+        let command = Command {
+            session_id: 0,
+            cxid: 0,
+            time_ms: self.now.wall_ms,
+            owner: 0,
+            op: CommandOp::Touch { sessions },
+        };
+        // A refused touch is not retried: the sessions are touched again by their next ping.
+        self.append(0, command);
+    }
+
+    /// Well inside the shortest session timeout (two ticks), so a touch always lands before
+    /// the session could expire.
+    fn touch_interval_ms(&self) -> u64 {
+        (self.config.tick_ms / 2).max(1)
+    }
+
+    /// Appends an expiry for every session whose deadline passed. It is conditional on no sign
+    /// of life being ordered after the last one this server applied, so it is harmless if the
+    /// client was active elsewhere meanwhile. Connections close when the expiry applies: the
+    /// client learns of it when it reconnects, as in ZooKeeper.
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
         let expired: Vec<i64> = self
             .sessions
             .iter()
-            .filter(|(_, s)| !s.closing && s.deadline_ms <= now_ms)
+            .filter(|(_, s)| !s.closing && !s.expiring && s.deadline_ms <= now_ms)
             .map(|(&id, _)| id)
             .collect();
         for session_id in expired {
+            let Some(info) = self.tree.session(session_id) else {
+                continue; // a local read-only session: nothing in the log to expire
+            };
             let command = Command {
                 session_id,
                 cxid: 0,
                 time_ms: self.now.wall_ms,
                 owner: 0,
-                op: CommandOp::CloseSession,
+                op: CommandOp::Expire {
+                    unless_touched_after: info.touched_at,
+                },
             };
             if !self.append(0, command) {
                 return; // tried again at the next tick
@@ -564,9 +784,25 @@ impl Core {
                 session = format_args!("{session_id:#018x}"),
                 "session expired"
             );
-            let session = self.sessions.get_mut(&session_id).expect("just listed");
-            session.closing = true;
-            if let Some(connection) = session.connection.take() {
+            self.sessions
+                .get_mut(&session_id)
+                .expect("just listed")
+                .expiring = true;
+        }
+    }
+
+    /// Read-only sessions are only in this server's memory: they simply end.
+    fn forget_expired_local_sessions(&mut self) {
+        let now_ms = self.now.monotonic_ms;
+        let gone: Vec<(i64, Option<ConnectionId>)> = self
+            .sessions
+            .iter()
+            .filter(|(id, s)| s.deadline_ms <= now_ms && self.tree.session(**id).is_none())
+            .map(|(id, s)| (*id, s.connection))
+            .collect();
+        for (session_id, connection) in gone {
+            self.sessions.remove(&session_id);
+            if let Some(connection) = connection {
                 self.close(connection);
             }
         }
@@ -626,6 +862,7 @@ impl Core {
             .on_request(xid, request.opcode(), self.now.monotonic_ms);
         self.stats.packets_received += 1;
         let session_id = state.session_id;
+        let read_only = state.read_only;
         self.touch(session_id);
         let received_us = self.now.monotonic_us;
         match request {
@@ -639,10 +876,10 @@ impl Core {
                 self.metrics.record_request(OpCode::Ping, 0);
             }
             Request::Check(_) => self.unimplemented(connection, xid),
-            // Membership changes belong to the ensemble; a standalone server refuses them here.
-            request if request.is_write() && !matches!(request, Request::Reconfig(_)) => {
-                self.submit_write(connection, xid, request)
+            request if read_only && self.is_logged(&request) => {
+                self.queue_error(connection, xid, ErrorCode::NotReadOnly, false)
             }
+            request if self.is_logged(&request) => self.submit_write(connection, xid, request),
             request => {
                 let state = self
                     .connections
@@ -670,6 +907,18 @@ impl Core {
                     });
                 }
             }
+        }
+    }
+
+    /// Writes go through the log; so does `sync` in an ensemble, where its place in the log is
+    /// what makes a read after it see every write committed before it, even across a
+    /// change of leader (ZooKeeper's sync has no such guarantee: ZOOKEEPER-1675). Reconfig is
+    /// answered at the front end.
+    fn is_logged(&self, request: &Request) -> bool {
+        match request {
+            Request::Reconfig(_) => false,
+            Request::Sync(_) => self.replicated(),
+            request => request.is_write(),
         }
     }
 
@@ -711,6 +960,7 @@ impl Core {
             .get_mut(&connection)
             .expect("caller checked");
         let session_id = state.session_id;
+        let owner = state.owner;
         let identities = state.identities.to_vec();
         if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
             self.queue_error(connection, xid, ErrorCode::SessionExpired, false);
@@ -729,7 +979,7 @@ impl Core {
             session_id,
             cxid: xid,
             time_ms: self.now.wall_ms,
-            owner: 0,
+            owner,
             op,
         };
         if !self.append(connection, command) {
@@ -974,6 +1224,7 @@ impl Core {
         let applied = self.tree.apply(position, &envelope.command);
         self.entries_since_snapshot += 1;
         self.deliver_watch_events(position, &applied.triggers);
+        self.note_signs_of_life(&envelope.command);
         let ours = envelope.origin == self.origin;
         match applied.outcome {
             Outcome::SessionCreated {
@@ -988,6 +1239,29 @@ impl Core {
                 ours.then_some((envelope.connection, envelope.command.cxid)),
                 position,
             ),
+            Outcome::Reply(Err(ErrorCode::SessionMoved))
+                if ours && envelope.command.op == CommandOp::CloseSession =>
+            {
+                // The close lost to a newer owner: the session lives on, elsewhere.
+                if let Some(session) = self.sessions.get_mut(&envelope.command.session_id) {
+                    session.closing = false;
+                }
+                self.answer_write(
+                    envelope.connection,
+                    envelope.command.cxid,
+                    position,
+                    Err(ErrorCode::SessionMoved),
+                    true,
+                );
+            }
+            Outcome::Attached { session_exists } if ours => {
+                self.session_attached(envelope.connection, session_exists);
+            }
+            Outcome::ExpireSkipped { .. } => {
+                if let Some(session) = self.sessions.get_mut(&envelope.command.session_id) {
+                    session.expiring = false;
+                }
+            }
             Outcome::Reply(result) if ours => {
                 self.answer_write(
                     envelope.connection,
@@ -1000,10 +1274,92 @@ impl Core {
             Outcome::Reply(_)
             | Outcome::Reaped
             | Outcome::Touched { .. }
-            | Outcome::ExpireSkipped { .. }
             | Outcome::Attached { .. } => {}
         }
         self.maybe_snapshot();
+    }
+
+    /// Whatever the log says of a session's activity keeps it alive here too, so that the
+    /// server deciding expiry (which may change) knows of clients connected elsewhere.
+    fn note_signs_of_life(&mut self, command: &Command) {
+        let now_ms = self.now.monotonic_ms;
+        let listed: &[i64] = match &command.op {
+            CommandOp::Touch { sessions } => sessions,
+            CommandOp::Write { .. } | CommandOp::Attach { .. } => {
+                std::slice::from_ref(&command.session_id)
+            }
+            _ => &[],
+        };
+        for session_id in listed {
+            if let Some(session) = self.sessions.get_mut(session_id) {
+                session.refresh(now_ms);
+            }
+        }
+    }
+
+    /// The Attach this server appended for a reconnecting client has been applied.
+    fn session_attached(&mut self, connection: ConnectionId, session_exists: bool) {
+        let Some(state) = self.connections.get(&connection) else {
+            return;
+        };
+        let Phase::AttachingSession {
+            session_id,
+            password,
+            timeout_ms,
+        } = &state.phase
+        else {
+            return;
+        };
+        let (session_id, password, timeout_ms) = (*session_id, password.clone(), *timeout_ms);
+        let closing = self.sessions.get(&session_id).is_none_or(|s| s.closing);
+        if !session_exists || closing {
+            let read_only = state.read_only_flag;
+            return self.reply_expired(connection, read_only);
+        }
+        self.bind_session(connection, session_id, timeout_ms, password);
+    }
+
+    /// The ordering layer replaced the state: this server was too far behind its leader. Its
+    /// clients reconnect, and their watches catch up through setWatches.
+    fn install_snapshot(&mut self, tree: DataTree) {
+        let connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
+        for connection in connections {
+            self.close(connection);
+        }
+        self.sessions = live_sessions(&tree, self.now.monotonic_ms);
+        self.tree = tree;
+        self.entries_since_snapshot = 0;
+    }
+
+    /// Leaving the quorum drops every client whose requests can no longer be ordered (their
+    /// pending writes may or may not commit: the clients see a connection loss); joining it
+    /// drops the read-only clients, so that they come back with writable sessions. A new
+    /// leader gives every session a full timeout, as ZooKeeper does.
+    fn role_changed(&mut self, role: Role) {
+        let was_serving = self.role.is_serving();
+        self.role = role;
+        if was_serving != role.is_serving() {
+            let drop_read_only = role.is_serving();
+            let doomed: Vec<ConnectionId> = self
+                .connections
+                .iter()
+                .filter(|(_, c)| c.read_only == drop_read_only || c.phase != Phase::Open)
+                .filter(|(_, c)| c.phase != Phase::AwaitingHandshake)
+                .map(|(id, _)| *id)
+                .collect();
+            for connection in doomed {
+                self.close(connection);
+            }
+            self.touched.clear();
+        }
+        if role.decides_expiry() {
+            let now_ms = self.now.monotonic_ms;
+            for session in self.sessions.values_mut() {
+                session.refresh(now_ms);
+                session.expiring = false;
+            }
+        }
+        tracing::info!(?role, "role changed");
     }
 
     fn deliver_watch_events(&mut self, position: Zxid, triggers: &[zoolog_tree::Trigger]) {
@@ -1025,16 +1381,8 @@ impl Core {
         let Some(connection) = self.pending_handshakes.remove(&password) else {
             // Created through another server, or its connection went away: it expires unless
             // someone reconnects to it.
-            let deadline_ms = self.now.monotonic_ms + timeout_ms as u64;
-            self.sessions.insert(
-                session_id,
-                LiveSession {
-                    timeout_ms,
-                    deadline_ms,
-                    connection: None,
-                    closing: false,
-                },
-            );
+            let session = LiveSession::new(timeout_ms, self.now.monotonic_ms);
+            self.sessions.insert(session_id, session);
             return;
         };
         self.bind_session(connection, session_id, timeout_ms, password);
@@ -1118,6 +1466,13 @@ impl Core {
             tree: self.tree.clone(),
         });
     }
+}
+
+/// Every session the tree knows, with a fresh full timeout.
+fn live_sessions(tree: &DataTree, now_ms: u64) -> HashMap<i64, LiveSession> {
+    tree.sessions()
+        .map(|(id, info)| (id, LiveSession::new(info.timeout_ms, now_ms)))
+        .collect()
 }
 
 fn client_info(id: &Id) -> ClientInfo {

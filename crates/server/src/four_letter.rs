@@ -8,7 +8,10 @@ use zoolog_proto::OpCode;
 use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
 use crate::config::ServerConfig;
-use crate::core::{Now, OperatorAction};
+use crate::core::{Now, OperatorAction, Role};
+
+/// What ZooKeeper answers `srvr` and `stat` with while it is not serving.
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 use crate::json::Json;
 use crate::metrics::Metrics;
 use crate::stats::{ConnectionStats, ServerStats};
@@ -44,6 +47,19 @@ pub struct View<'a> {
     /// ZooKeeper's text trace mask (`gtmk`/`stmk`); zoolog keeps it for tools that set and read
     /// it, its tracing levels come from RUST_LOG.
     pub trace_mask: i64,
+    pub role: Role,
+}
+
+impl View<'_> {
+    /// ZooKeeper's name for the server's state (`srvr`'s Mode, mntr's zk_server_state).
+    pub fn mode_name(&self) -> &'static str {
+        self.role.mode_name(self.config.read_only_mode_enabled)
+    }
+
+    /// A member cut off from its quorum serving read-only sessions.
+    pub fn is_read_only(&self) -> bool {
+        !self.role.is_serving()
+    }
 }
 
 pub struct ConnectionView<'a> {
@@ -75,7 +91,10 @@ pub fn action(word: &str, argument: Option<i64>) -> Option<OperatorAction> {
 pub fn answer(word: &str, view: &View<'_>, dirs: &DirSizes) -> String {
     match word {
         "ruok" => "imok".to_owned(),
-        "isro" => "rw".to_owned(),
+        "isro" => if view.is_read_only() { "ro" } else { "rw" }.to_owned(),
+        "srvr" | "stat" if !view.role.is_serving() && !view.config.read_only_mode_enabled => {
+            NOT_SERVING.to_owned()
+        }
         "srvr" => srvr(view),
         "stat" => stat(view),
         "cons" => cons(view),
@@ -117,7 +136,7 @@ fn summary(view: &View<'_>, out: &mut String) {
     let _ = writeln!(out, "Connections: {}", view.connections.len());
     let _ = writeln!(out, "Outstanding: {}", view.outstanding);
     let _ = writeln!(out, "Zxid: {:#x}", view.tree.last_applied_zxid());
-    let _ = writeln!(out, "Mode: standalone");
+    let _ = writeln!(out, "Mode: {}", view.mode_name());
     let _ = writeln!(out, "Node count: {}", view.tree.node_count());
 }
 
@@ -284,7 +303,7 @@ pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
     let latency = &view.stats.latency;
     vec![
         ("version", Json::str(full_version())),
-        ("server_state", Json::str("standalone")),
+        ("server_state", Json::str(view.mode_name())),
         ("avg_latency", Json::Float(latency.average_ms())),
         ("max_latency", Json::count(latency.max_ms)),
         ("min_latency", Json::count(latency.min_ms)),

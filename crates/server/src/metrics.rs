@@ -270,12 +270,15 @@ pub fn render(view: &View<'_>, log: &LogStats) -> String {
         (
             "zoolog_quorum_members",
             "Voting members of the ensemble (1 when standalone).",
-            1.0,
+            view.config
+                .ensemble
+                .as_ref()
+                .map_or(1, |ensemble| ensemble.participants().count()) as f64,
         ),
         (
             "zoolog_quorum_up",
             "1 when a quorum is available to commit writes.",
-            1.0,
+            if view.role.is_serving() { 1.0 } else { 0.0 },
         ),
     ] {
         out.family(name, help, "gauge");
@@ -286,7 +289,7 @@ pub fn render(view: &View<'_>, log: &LogStats) -> String {
         "The server's role; the sample with value 1 names it.",
         "gauge",
     );
-    out.sample("zoolog_server_role", &[("role", "standalone")], 1.0);
+    out.sample("zoolog_server_role", &[("role", view.mode_name())], 1.0);
     for (name, help, value) in [
         (
             "zoolog_log_fsyncs_total",
