@@ -41,6 +41,10 @@ class EnsembleError(RuntimeError):
     pass
 
 
+class StandaloneError(EnsembleError):
+    """The servers run standalone although their zoo.cfg lists an ensemble: no ensemble mode."""
+
+
 def free_ports(count):
     """count distinct free ports (all held open together so none is handed out twice)."""
     socks = []
@@ -323,6 +327,7 @@ class Ensemble:
         """Waits until exactly one leader serves and every given server (default: every running,
         unpaused one) reports leader/follower, or observer for observers. Returns the leader."""
         deadline = time.monotonic() + timeout_s
+        standalone_since = None
         last = None
         while time.monotonic() < deadline:
             want = servers if servers is not None else [
@@ -334,6 +339,13 @@ class Ensemble:
                 else last[i] in ("leader", "follower") for i in want)
             if ok:
                 return leaders[0]
+            if any(m == "standalone" for m in last.values()):
+                standalone_since = standalone_since or time.monotonic()
+                if time.monotonic() - standalone_since > 5:
+                    raise StandaloneError(f"{self.kind} runs standalone with an ensemble zoo.cfg "
+                                          f"(no ensemble mode); modes: {last}")
+            else:
+                standalone_since = None
             time.sleep(0.2)
         raise EnsembleError(f"no quorum in {timeout_s}s; modes: {last}")
 
