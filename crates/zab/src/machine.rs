@@ -59,6 +59,9 @@ struct Learner {
     forwards: VecDeque<Bytes>,
     forwards_confirmed: u64,
     forwards_progress_ms: u64,
+    /// When this learner last acknowledged, so that commit announcements are not each
+    /// answered: an empty `Propose` gets an `Ack` only once per heartbeat interval.
+    last_ack_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +363,7 @@ impl Zab {
             forwards: VecDeque::new(),
             forwards_confirmed: 0,
             forwards_progress_ms: self.now_ms,
+            last_ack_ms: 0,
         }));
         self.send_follower_info(leader, observer);
     }
@@ -1010,8 +1014,33 @@ impl Zab {
             if commit > zab.committed {
                 zab.committed = commit;
                 zab.deliver();
+                zab.announce_commit(leader);
             }
         });
+    }
+
+    /// Learners hear of a new commit position at once (not at the next heartbeat): a
+    /// follower answers its client only when it learns that the client's write committed.
+    fn announce_commit(&mut self, leader: &mut Leader) {
+        let now_ms = self.now_ms;
+        let synced: Vec<(ServerId, u64)> = leader
+            .peers
+            .iter()
+            .filter(|(_, peer)| peer.synced)
+            .map(|(id, peer)| (*id, peer.forwards_taken))
+            .collect();
+        for (id, forwards_taken) in synced {
+            let message = Message::Propose {
+                epoch: leader.epoch,
+                entries: Vec::new(),
+                commit: self.committed,
+                forwards_taken,
+            };
+            self.send(id, message);
+            if let Some(peer) = leader.peers.get_mut(&id) {
+                peer.last_sent_ms = now_ms;
+            }
+        }
     }
 
     fn leader_tick(&mut self) {
@@ -1277,9 +1306,10 @@ impl Zab {
     }
 
     fn learner_send_ack(&mut self) {
-        let Phase::Learning(learner) = &self.phase else {
+        let Phase::Learning(learner) = &mut self.phase else {
             return;
         };
+        learner.last_ack_ms = self.now_ms;
         let (leader, epoch) = (learner.leader, learner.epoch);
         let position = self.durable;
         self.send(leader, Message::Ack { epoch, position });
@@ -1298,7 +1328,8 @@ impl Zab {
             if epoch != learner.epoch || learner.stage != LearnerStage::Broadcast {
                 return;
             }
-            ack = entries.is_empty();
+            ack = entries.is_empty()
+                && zab.now_ms >= learner.last_ack_ms + zab.config.heartbeat_ms / 2;
             zab.append_from_leader(entries);
             zab.learn_commit(commit);
             if forwards_taken > learner.forwards_confirmed {
