@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod auth;
 pub mod config;
+pub mod ensemble;
 pub mod core;
 pub mod four_letter;
 mod http;

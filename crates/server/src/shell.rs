@@ -14,13 +14,14 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
-use zoolog_log::{CommittedBatch, SingleLog, SingleLogConfig};
+use zoolog_log::{CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig};
 use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
 use zoolog_tree::{ConnectionId, DataTree};
 
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::core::{Core, Input, Now, Output};
+use crate::ensemble::{Delivery, Ensemble, EnsembleError, Started};
 use crate::four_letter::{self, DirSizes};
 use crate::http;
 use crate::metrics::{self, SnapshotRecord};
@@ -83,6 +84,8 @@ enum Outgoing {
 pub enum ServeError {
     #[error(transparent)]
     Log(#[from] zoolog_log::LogError),
+    #[error(transparent)]
+    Ensemble(#[from] EnsembleError),
     #[error("the snapshot at position {position} cannot be read: {reason}")]
     Snapshot { position: u64, reason: String },
     #[error("cannot listen on {address}: {source}")]
@@ -94,43 +97,30 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs the standalone server (single-node log) until SIGTERM or SIGINT: recovers the tree from
-/// the newest snapshot and the log tail, then serves.
+/// Runs the server until SIGTERM or SIGINT: recovers the tree from the newest snapshot and the
+/// log, then serves. An ensemble member orders through Zab; otherwise a local log does.
 pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
+    if config.ensemble.is_some() {
+        return run_ensemble(config).await;
+    }
     let mut log_config = SingleLogConfig::new(&config.data_log_dir, &config.data_dir);
     log_config.snapshots_retained = config.snapshots_retained;
     log_config.entry_bytes_max = log_config.entry_bytes_max.max(config.packet_bytes_max * 2);
     log_config.queue_bytes_max = log_config.queue_bytes_max.max(log_config.entry_bytes_max);
     let (log, recovered, committed) = SingleLog::open(log_config)?;
     let log = Arc::new(log);
-    let tree_config = tree_config(&config);
-    let tree = match &recovered.snapshot {
-        Some((position, bytes)) => {
-            DataTree::decode_snapshot(bytes, tree_config).map_err(|error| ServeError::Snapshot {
-                position: *position,
-                reason: error.to_string(),
-            })?
-        }
-        None => DataTree::new(tree_config),
-    };
+    let tree = recovered_tree(&config, recovered.snapshot.as_ref())?;
     tracing::info!(
         snapshot = recovered.snapshot.as_ref().map_or(0, |(p, _)| *p),
         tail_entries = recovered.tail.len(),
         "recovered"
     );
-    let recovered_snapshot = recovered
-        .snapshot
-        .as_ref()
-        .map(|(position, bytes)| SnapshotRecord {
-            zxid: *position as i64,
-            size_bytes: bytes.len() as u64,
-            written_s: newest_file_mtime_s(log.snapshot_store().dir()),
-        });
+    let recovered_snapshot = snapshot_record(recovered.snapshot.as_ref(), log.snapshot_store().dir());
     let result = serve(
         config,
-        log.clone(),
+        OrderingLog::Single(log.clone()),
         tree,
-        committed,
+        Feed::Single(committed),
         recovered.tail,
         recovered_snapshot,
     )
@@ -139,9 +129,129 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
     result
 }
 
+/// An ensemble member: the tree starts from the newest snapshot; the protocol delivers what
+/// follows once this server has found its leader.
+async fn run_ensemble(config: ServerConfig) -> Result<(), ServeError> {
+    let Started {
+        ensemble,
+        snapshot,
+        deliveries,
+    } = Ensemble::start(&config).await?;
+    let tree = recovered_tree(&config, snapshot.as_ref())?;
+    tracing::info!(
+        snapshot = snapshot.as_ref().map_or(0, |(p, _)| *p),
+        "recovered; looking for the ensemble's leader"
+    );
+    let recovered_snapshot = snapshot_record(snapshot.as_ref(), ensemble.snapshot_dir());
+    let result = serve(
+        config,
+        OrderingLog::Ensemble(ensemble.clone()),
+        tree,
+        Feed::Ensemble(deliveries),
+        Vec::new(),
+        recovered_snapshot,
+    )
+    .await;
+    ensemble.close()?;
+    result
+}
+
+fn recovered_tree(
+    config: &ServerConfig,
+    snapshot: Option<&(u64, bytes::Bytes)>,
+) -> Result<DataTree, ServeError> {
+    let tree_config = tree_config(config);
+    match snapshot {
+        Some((position, bytes)) => {
+            DataTree::decode_snapshot(bytes, tree_config).map_err(|error| ServeError::Snapshot {
+                position: *position,
+                reason: error.to_string(),
+            })
+        }
+        None => Ok(DataTree::new(tree_config)),
+    }
+}
+
+fn snapshot_record(snapshot: Option<&(u64, bytes::Bytes)>, dir: &Path) -> Option<SnapshotRecord> {
+    snapshot.map(|(position, bytes)| SnapshotRecord {
+        zxid: *position as i64,
+        size_bytes: bytes.len() as u64,
+        written_s: newest_file_mtime_s(dir),
+    })
+}
+
+/// Whichever ordering layer this server runs, for the parts of the shell that touch it.
+#[derive(Clone)]
+enum OrderingLog {
+    Single(Arc<SingleLog>),
+    Ensemble(Arc<Ensemble>),
+}
+
+impl OrderingLog {
+    fn layer(&self) -> Arc<dyn OrderingLayer> {
+        match self {
+            OrderingLog::Single(log) => log.clone(),
+            OrderingLog::Ensemble(ensemble) => ensemble.clone(),
+        }
+    }
+
+    fn stats(&self) -> LogStats {
+        match self {
+            OrderingLog::Single(log) => log.stats(),
+            OrderingLog::Ensemble(ensemble) => ensemble.stats(),
+        }
+    }
+
+    /// Blocking IO: call it from a blocking thread.
+    fn save_snapshot(&self, position: u64, bytes: &[u8]) -> Result<(), LogError> {
+        match self {
+            OrderingLog::Single(log) => log.save_snapshot(position, bytes),
+            OrderingLog::Ensemble(ensemble) => ensemble.save_snapshot(position, bytes),
+        }
+    }
+
+    fn purge(&self) -> Result<(), LogError> {
+        match self {
+            OrderingLog::Single(log) => log.purge(),
+            OrderingLog::Ensemble(ensemble) => ensemble.purge(),
+        }
+    }
+}
+
+/// Where committed entries (and, in an ensemble, snapshots and role changes) come from.
+enum Feed {
+    Single(mpsc::Receiver<CommittedBatch>),
+    Ensemble(mpsc::Receiver<Delivery>),
+}
+
+/// One step of the feed, ready for the core; None when the ordering layer stopped.
+enum Fed {
+    Entries(Vec<(u64, bytes::Bytes)>),
+    Delivery(Delivery),
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<Fed> {
+        match self {
+            Feed::Single(batches) => batches
+                .recv()
+                .await
+                .map(|batch| Fed::Entries(batch.into_entries())),
+            Feed::Ensemble(deliveries) => deliveries.recv().await.map(Fed::Delivery),
+        }
+    }
+}
+
+/// Every replica of one log must apply it alike, so an ensemble's session ids cannot carry the
+/// id of the server applying them (zxids alone make them unique).
 fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
+    let server_id = if config.ensemble.is_some() {
+        ENSEMBLE_SESSION_ID_HIGH_BYTE
+    } else {
+        config.server_id
+    };
     zoolog_tree::TreeConfig {
-        server_id: config.server_id,
+        server_id,
         extended_types_enabled: config.extended_types_enabled,
         enforce_quota: config.enforce_quota,
         skip_acl: config.skip_acl,
@@ -165,9 +275,9 @@ fn newest_file_mtime_s(dir: &Path) -> i64 {
 
 async fn serve(
     config: ServerConfig,
-    log: Arc<SingleLog>,
+    ordering: OrderingLog,
     tree: DataTree,
-    committed: mpsc::Receiver<CommittedBatch>,
+    feed: Feed,
     replay: Vec<(u64, bytes::Bytes)>,
     recovered_snapshot: Option<SnapshotRecord>,
 ) -> Result<(), ServeError> {
@@ -181,19 +291,19 @@ async fn serve(
     tracing::info!(address = %config.client_addr, "serving clients");
     let clock = Clock::new();
     let origin: u64 = rand::random();
-    let mut core = Core::new(config.clone(), log.clone(), tree, origin, clock.now());
+    let mut core = Core::new(config.clone(), ordering.layer(), tree, origin, clock.now());
     if let Some(snapshot) = recovered_snapshot {
         core.metrics.recovered_snapshot(snapshot);
     }
     let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
     let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
     let purge = (config.purge_interval_hours > 0)
-        .then(|| tokio::spawn(purge_loop(log.clone(), config.purge_interval_hours)));
+        .then(|| tokio::spawn(purge_loop(ordering.clone(), config.purge_interval_hours)));
     let operator_servers = start_operator_servers(&config, &messages).await;
     let mut task = CoreTask {
         core,
         config,
-        log,
+        ordering,
         clock,
         messages,
         connections: HashMap::new(),
@@ -201,7 +311,7 @@ async fn serve(
     // Through the same output path as live entries: a snapshot that falls due during replay
     // (a crash while the previous one was being written) must be saved, not dropped.
     task.replay(replay);
-    let result = task.run(inbox, committed).await;
+    let result = task.run(inbox, feed).await;
     accept.abort();
     if let Some(purge) = purge {
         purge.abort();
@@ -214,13 +324,13 @@ async fn serve(
 
 /// autopurge.purgeInterval: snapshots beyond the retained count, and the log segments only they
 /// needed, are also deleted after every snapshot; the timer catches what a crash left behind.
-async fn purge_loop(log: Arc<SingleLog>, interval_hours: u64) {
+async fn purge_loop(ordering: OrderingLog, interval_hours: u64) {
     let mut timer = tokio::time::interval(Duration::from_secs(interval_hours * 3600));
     timer.tick().await;
     loop {
         timer.tick().await;
-        let log = log.clone();
-        match tokio::task::spawn_blocking(move || log.purge()).await {
+        let ordering = ordering.clone();
+        match tokio::task::spawn_blocking(move || ordering.purge()).await {
             Ok(Ok(())) => tracing::info!("purged old snapshots and log segments"),
             Ok(Err(error)) => tracing::error!(%error, "purge failed"),
             Err(error) => tracing::error!(%error, "purge task failed"),
@@ -317,6 +427,10 @@ impl OperatorRoutes {
     }
 }
 
+/// The high byte of the session ids an ensemble's log assigns (a standalone server uses its id,
+/// 1 by default, as ZooKeeper does).
+const ENSEMBLE_SESSION_ID_HIGH_BYTE: u8 = 0;
+
 /// Inputs waiting for the core task; connection readers wait when it is full.
 const INBOX_MESSAGES_MAX: usize = 16_384;
 
@@ -347,7 +461,7 @@ impl Clock {
 struct CoreTask {
     core: Core,
     config: Arc<ServerConfig>,
-    log: Arc<SingleLog>,
+    ordering: OrderingLog,
     clock: Clock,
     messages: mpsc::Sender<Message>,
     connections: HashMap<ConnectionId, ConnectionHandle>,
@@ -357,7 +471,7 @@ impl CoreTask {
     async fn run(
         mut self,
         mut inbox: mpsc::Receiver<Message>,
-        mut committed: mpsc::Receiver<CommittedBatch>,
+        mut feed: Feed,
     ) -> std::io::Result<()> {
         let tick_ms = (self.config.tick_ms / 4).clamp(50, 500);
         let mut tick = tokio::time::interval(Duration::from_millis(tick_ms));
@@ -366,13 +480,8 @@ impl CoreTask {
         loop {
             tokio::select! {
                 Some(message) = inbox.recv() => self.message(message),
-                batch = committed.recv() => match batch {
-                    Some(batch) => {
-                        self.core.metrics.sample_log(&self.log.stats());
-                        for (position, entry) in batch.into_entries() {
-                            self.input(Input::Committed { position: position as i64, entry });
-                        }
-                    }
+                fed = feed.next() => match fed {
+                    Some(fed) => self.fed(fed),
                     None => {
                         tracing::error!("the log stopped delivering committed entries; shutting down");
                         return Err(std::io::Error::other("log failed"));
@@ -385,6 +494,32 @@ impl CoreTask {
         }
         tracing::info!("shutting down");
         Ok(())
+    }
+
+    fn fed(&mut self, fed: Fed) {
+        match fed {
+            Fed::Entries(entries) | Fed::Delivery(Delivery::Committed(entries)) => {
+                self.core.metrics.sample_log(&self.ordering.stats());
+                for (position, entry) in entries {
+                    self.input(Input::Committed {
+                        position: position as i64,
+                        entry,
+                    });
+                }
+            }
+            Fed::Delivery(Delivery::InstallSnapshot { position, payload }) => {
+                match DataTree::decode_snapshot(&payload, tree_config(&self.config)) {
+                    Ok(tree) => self.input(Input::InstallSnapshot { tree }),
+                    Err(error) => {
+                        // The leader's snapshot is unreadable here: carrying on would serve
+                        // a state that is not the ensemble's.
+                        tracing::error!(position, %error, "cannot decode the leader's snapshot; stopping");
+                        std::process::exit(1);
+                    }
+                }
+            }
+            Fed::Delivery(Delivery::Role(role)) => self.input(Input::Role(role)),
+        }
     }
 
     /// Applies the recovered log tail before any client is accepted, so nobody is answered.
@@ -438,7 +573,7 @@ impl CoreTask {
     fn operator_query(&mut self, query: OperatorQuery) -> http::Response {
         match query {
             OperatorQuery::Metrics => {
-                let text = metrics::render(&self.core.view(), &self.log.stats());
+                let text = metrics::render(&self.core.view(), &self.ordering.stats());
                 http::Response::ok(PROMETHEUS_CONTENT_TYPE, text)
             }
             OperatorQuery::Command { name, args } => {
@@ -548,14 +683,14 @@ impl CoreTask {
     }
 
     fn save_snapshot(&mut self, tree: DataTree) {
-        let log = self.log.clone();
+        let ordering = self.ordering.clone();
         let messages = self.messages.clone();
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let mut bytes = Vec::new();
             tree.encode_snapshot(&mut bytes);
             let position = tree.last_applied_zxid() as u64;
-            let written = match log.save_snapshot(position, &bytes) {
+            let written = match ordering.save_snapshot(position, &bytes) {
                 Ok(()) => {
                     let elapsed = started.elapsed();
                     tracing::info!(

@@ -1,0 +1,671 @@
+//! The ensemble ordering layer: drives the Zab state machine (`zoolog-zab`) with real TCP
+//! connections between servers and a [`ReplicaLog`] on disk.
+//!
+//! One task owns the state machine and carries out its actions in order: messages go to
+//! per-peer writer tasks, log appends to the replica's writer thread (their completions come
+//! back as `Logged` inputs), and committed entries, installed snapshots and role changes go to
+//! the front end through one bounded channel of [`Delivery`], in the order they happened.
+//!
+//! Peers talk over the quorum port of their `server.N` line only: every server dials every
+//! other one and sends on that connection, and receives on the connections others dialled.
+//! The election port is accepted in the configuration but not used, since votes are just
+//! more messages of the same protocol. A frame is a 4-byte length and an encoded message;
+//! a connection opens with a hello naming the sender. Messages a full queue or a broken
+//! connection loses are fine: the protocol retransmits.
+//!
+//! Snapshots stored by an ensemble member begin with the epoch of their last entry (8
+//! bytes), which the protocol needs to match a learner's log against them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use zoolog_log::{
+    AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry,
+    ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
+};
+use zoolog_zab::{
+    Action, Config as ZabConfig, Entry, Epochs, Input, MemberRole, Message, ServerId,
+    ServingRole, Status, Zab,
+};
+
+use crate::config::{EnsembleConfig, ServerConfig};
+use crate::core::Role;
+
+/// What the ordering layer tells the front end, in order.
+pub enum Delivery {
+    Committed(Vec<(Position, Bytes)>),
+    /// Replace the state with this snapshot (the tree's bytes, without the epoch header).
+    InstallSnapshot { position: Position, payload: Bytes },
+    Role(Role),
+}
+
+/// Frames of any one message: a snapshot travels in one `NewLeader`, so this bounds the
+/// snapshot size an ensemble can move (ZooKeeper streams its snapshots instead).
+const PEER_FRAME_BYTES_MAX: usize = 1 << 30;
+/// Messages queued to one peer; beyond it messages are dropped (and later retransmitted).
+const PEER_QUEUE_MESSAGES_MAX: usize = 8192;
+/// Messages from all peers waiting for the protocol task; readers wait when it is full.
+const INBOX_MESSAGES_MAX: usize = 8192;
+/// Commands from the front end waiting to be ordered.
+const APPEND_QUEUE_ENTRIES_MAX: usize = 16_384;
+/// Deliveries the front end has not taken yet; the protocol task waits when it is full.
+const DELIVERIES_MAX: usize = 1024;
+const TICK_MS: u64 = 5;
+const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
+const HELLO_VERSION: u8 = 1;
+const SNAPSHOT_EPOCH_BYTES: usize = 8;
+
+/// The front end's handle: appends commands, and reports snapshots it saved.
+pub struct Ensemble {
+    appends: mpsc::Sender<Bytes>,
+    control: mpsc::Sender<Control>,
+    committed: Arc<AtomicU64>,
+    replica: Arc<ReplicaLog>,
+    entry_bytes_max: usize,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+enum Control {
+    /// The epoch of the entry at `position`, for a snapshot taken there.
+    EpochAt {
+        position: Position,
+        reply: oneshot::Sender<Option<u64>>,
+    },
+    SnapshotSaved {
+        position: Position,
+    },
+    SnapshotLoaded {
+        peer: ServerId,
+        position: Position,
+        payload: Bytes,
+    },
+}
+
+enum PeerEvent {
+    Message { from: ServerId, message: Message },
+    Disconnected { peer: ServerId },
+}
+
+/// What the front end starts from.
+pub struct Started {
+    pub ensemble: Arc<Ensemble>,
+    /// The newest snapshot (tree bytes and its position), if any.
+    pub snapshot: Option<(Position, Bytes)>,
+    pub deliveries: mpsc::Receiver<Delivery>,
+}
+
+impl Ensemble {
+    /// Recovers the replica from disk, binds the quorum port and starts the protocol.
+    pub async fn start(config: &ServerConfig) -> Result<Started, EnsembleError> {
+        let ensemble = config
+            .ensemble
+            .as_ref()
+            .expect("started only for an ensemble");
+        let me = u64::from(config.server_id);
+        let mut log_config = ReplicaLogConfig::new(
+            config.data_log_dir.join("ensemble"),
+            config.data_dir.join("ensemble"),
+        );
+        log_config.snapshots_retained = config.snapshots_retained;
+        log_config.entry_bytes_max = log_config.entry_bytes_max.max(config.packet_bytes_max * 2);
+        log_config.queue_bytes_max = log_config.queue_bytes_max.max(log_config.entry_bytes_max);
+        let entry_bytes_max = log_config.entry_bytes_max;
+        let (replica, recovered, durable) = ReplicaLog::open(log_config)?;
+        let replica = Arc::new(replica);
+        let (recovered, snapshot) = split_recovered(recovered)?;
+
+        let own = &ensemble.members[&me];
+        let bind: SocketAddr = resolve(&own.host, own.quorum_port).await?;
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| EnsembleError::Listen {
+                address: bind,
+                source,
+            })?;
+        tracing::info!(address = %bind, id = me, "listening for peers");
+
+        let zab_config = zab_config(config, ensemble, me);
+        let (zab, first_actions) = Zab::new(zab_config, recovered, 0);
+        let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE_ENTRIES_MAX);
+        let (control_tx, control_rx) = mpsc::channel(64);
+        let (inbox_tx, inbox_rx) = mpsc::channel(INBOX_MESSAGES_MAX);
+        let (deliveries_tx, deliveries_rx) = mpsc::channel(DELIVERIES_MAX);
+        let committed = Arc::new(AtomicU64::new(zab.delivered_position()));
+
+        let mut tasks = Vec::new();
+        let mut outboxes = BTreeMap::new();
+        for (id, peer) in &ensemble.members {
+            if *id == me {
+                continue;
+            }
+            let (tx, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
+            outboxes.insert(*id, tx);
+            let host = peer.host.clone();
+            let port = peer.quorum_port;
+            tasks.push(tokio::spawn(dial_loop(me, *id, host, port, rx)));
+        }
+        let members: Vec<ServerId> = ensemble.members.keys().copied().collect();
+        tasks.push(tokio::spawn(accept_loop(listener, members, inbox_tx)));
+
+        let driver = Driver {
+            zab,
+            replica: replica.clone(),
+            outboxes,
+            deliveries: deliveries_tx,
+            control: control_tx.clone(),
+            committed: committed.clone(),
+            clock: Instant::now(),
+        };
+        tasks.push(tokio::spawn(driver.run(
+            first_actions,
+            appends_rx,
+            inbox_rx,
+            control_rx,
+            durable,
+        )));
+        let ensemble = Arc::new(Ensemble {
+            appends: appends_tx,
+            control: control_tx,
+            committed,
+            replica,
+            entry_bytes_max,
+            tasks,
+        });
+        Ok(Started {
+            ensemble,
+            snapshot,
+            deliveries: deliveries_rx,
+        })
+    }
+
+    pub fn stats(&self) -> LogStats {
+        self.replica.stats()
+    }
+
+    pub fn snapshot_dir(&self) -> &std::path::Path {
+        self.replica.snapshot_store().dir()
+    }
+
+    /// Stores the state exact at `position` (a delivered position) with its epoch, then lets
+    /// the protocol forget the entries it covers. Blocking: call it from a blocking thread.
+    pub fn save_snapshot(&self, position: Position, tree_bytes: &[u8]) -> Result<(), LogError> {
+        let (reply, answer) = oneshot::channel();
+        let epoch = self
+            .control
+            .blocking_send(Control::EpochAt { position, reply })
+            .ok()
+            .and_then(|()| answer.blocking_recv().ok())
+            .flatten()
+            .ok_or_else(|| {
+                LogError::WriterFailed(format!(
+                    "the protocol no longer knows the epoch of position {position}"
+                ))
+            })?;
+        let mut payload = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + tree_bytes.len());
+        payload.extend_from_slice(&epoch.to_be_bytes());
+        payload.extend_from_slice(tree_bytes);
+        self.replica.save_snapshot(position, &payload)?;
+        let _ = self
+            .control
+            .blocking_send(Control::SnapshotSaved { position });
+        Ok(())
+    }
+
+    pub fn purge(&self) -> Result<(), LogError> {
+        self.replica.purge()
+    }
+
+    pub fn close(&self) -> Result<(), LogError> {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.replica.close()
+    }
+}
+
+impl OrderingLayer for Ensemble {
+    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
+        if entry.len() > self.entry_bytes_max {
+            return Err(AppendError::TooLarge {
+                entry_bytes: entry.len(),
+                entry_bytes_max: self.entry_bytes_max,
+            });
+        }
+        self.appends.try_send(entry).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => AppendError::Full,
+            mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
+        })
+    }
+
+    fn committed_position(&self) -> Position {
+        self.committed.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnsembleError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("cannot listen for peers on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot resolve {host}: {reason}")]
+    Resolve { host: String, reason: String },
+    #[error("the newest snapshot is too short to hold its epoch ({bytes} bytes)")]
+    Snapshot { bytes: usize },
+}
+
+fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabConfig {
+    let members = ensemble
+        .members
+        .iter()
+        .map(|(id, peer)| {
+            let role = if peer.observer {
+                MemberRole::Observer
+            } else {
+                MemberRole::Participant
+            };
+            (*id, role)
+        })
+        .collect();
+    let tick_ms = config.tick_ms.max(1);
+    let mut zab = ZabConfig::new(me, members, tick_ms);
+    zab.leader_timeout_ms = u64::from(ensemble.sync_limit) * tick_ms;
+    zab.sync_timeout_ms = u64::from(ensemble.init_limit) * tick_ms;
+    zab.heartbeat_ms = (tick_ms / 2).clamp(1, 500);
+    zab.election_retry_ms = 50;
+    zab.election_finalize_ms = 20;
+    zab.seed = rand::random();
+    zab
+}
+
+fn split_recovered(
+    recovered: ReplicaRecovered,
+) -> Result<(zoolog_zab::Recovered, Option<(Position, Bytes)>), EnsembleError> {
+    let (snapshot_position, snapshot_epoch, snapshot) = match recovered.snapshot {
+        None => (0, 0, None),
+        Some((position, bytes)) => {
+            if bytes.len() < SNAPSHOT_EPOCH_BYTES {
+                return Err(EnsembleError::Snapshot { bytes: bytes.len() });
+            }
+            let epoch = u64::from_be_bytes(bytes[..SNAPSHOT_EPOCH_BYTES].try_into().unwrap());
+            (
+                position,
+                epoch,
+                Some((position, bytes.slice(SNAPSHOT_EPOCH_BYTES..))),
+            )
+        }
+    };
+    let zab = zoolog_zab::Recovered {
+        epochs: Epochs {
+            accepted: recovered.epochs.accepted,
+            current: recovered.epochs.current,
+        },
+        snapshot_position,
+        snapshot_epoch,
+        entries: recovered
+            .entries
+            .into_iter()
+            .map(|entry| Entry {
+                position: entry.position,
+                epoch: entry.epoch,
+                payload: entry.payload,
+            })
+            .collect(),
+    };
+    Ok((zab, snapshot))
+}
+
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
+    let mut addresses = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|error| EnsembleError::Resolve {
+            host: host.to_owned(),
+            reason: error.to_string(),
+        })?;
+    addresses.next().ok_or_else(|| EnsembleError::Resolve {
+        host: host.to_owned(),
+        reason: "no address".to_owned(),
+    })
+}
+
+/// Owns the state machine and carries out its actions.
+struct Driver {
+    zab: Zab,
+    replica: Arc<ReplicaLog>,
+    outboxes: BTreeMap<ServerId, mpsc::Sender<Bytes>>,
+    deliveries: mpsc::Sender<Delivery>,
+    control: mpsc::Sender<Control>,
+    committed: Arc<AtomicU64>,
+    clock: Instant,
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        first_actions: Vec<Action>,
+        mut appends: mpsc::Receiver<Bytes>,
+        mut inbox: mpsc::Receiver<PeerEvent>,
+        mut control: mpsc::Receiver<Control>,
+        mut durable: mpsc::Receiver<Durable>,
+    ) {
+        if let Err(error) = self.carry_out(first_actions).await {
+            tracing::error!(%error, "the replica log failed; this server stops ordering");
+            return;
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let accepting = self.zab.append_capacity() > 0 || !self.zab.status().is_serving();
+            let input = tokio::select! {
+                Some(event) = inbox.recv() => match event {
+                    PeerEvent::Message { from, message } => Input::Message { from, message },
+                    PeerEvent::Disconnected { peer } => Input::PeerDisconnected { peer },
+                },
+                Some(done) = durable.recv() => Input::Logged { position: done.position, epoch: done.epoch },
+                Some(first) = appends.recv(), if accepting => {
+                    if !self.zab.status().is_serving() {
+                        // Its client's connection is being closed: it may or may not have
+                        // been ordered, as far as the client knows.
+                        continue;
+                    }
+                    let capacity = self.zab.append_capacity() as usize;
+                    let mut payloads = vec![first];
+                    while payloads.len() < capacity {
+                        match appends.try_recv() {
+                            Ok(payload) => payloads.push(payload),
+                            Err(_) => break,
+                        }
+                    }
+                    Input::Append { payloads }
+                }
+                Some(command) = control.recv() => match command {
+                    Control::EpochAt { position, reply } => {
+                        let _ = reply.send(self.zab.epoch_at(position));
+                        continue;
+                    }
+                    Control::SnapshotSaved { position } => Input::SnapshotSaved { position },
+                    Control::SnapshotLoaded { peer, position, payload } => {
+                        Input::SnapshotLoaded { peer, position, payload }
+                    }
+                },
+                _ = tick.tick() => Input::Tick,
+            };
+            let now_ms = self.clock.elapsed().as_millis() as u64;
+            let actions = self.zab.handle(input, now_ms);
+            if let Err(error) = self.carry_out(actions).await {
+                tracing::error!(%error, "the replica log failed; this server stops ordering");
+                return;
+            }
+        }
+    }
+
+    async fn carry_out(&mut self, actions: Vec<Action>) -> Result<(), LogError> {
+        for action in actions {
+            match action {
+                Action::Send { to, message } => self.send(to, &message),
+                Action::PersistEpochs(epochs) => {
+                    let epochs = ReplicaEpochs {
+                        accepted: epochs.accepted,
+                        current: epochs.current,
+                    };
+                    tokio::task::block_in_place(|| self.replica.persist_epochs(epochs))?;
+                }
+                Action::Truncate { after } => {
+                    tokio::task::block_in_place(|| self.replica.truncate_after(after))?;
+                }
+                Action::Append { entries } => self.append(entries)?,
+                Action::InstallSnapshot {
+                    position,
+                    epoch,
+                    payload,
+                } => {
+                    let mut stored = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + payload.len());
+                    stored.extend_from_slice(&epoch.to_be_bytes());
+                    stored.extend_from_slice(&payload);
+                    tokio::task::block_in_place(|| {
+                        self.replica.install_snapshot(position, &stored)
+                    })?;
+                    self.committed.store(position, Ordering::Release);
+                    self.deliver(Delivery::InstallSnapshot { position, payload })
+                        .await;
+                }
+                Action::LoadSnapshot { peer } => self.load_snapshot(peer),
+                Action::Deliver { entries } => {
+                    if let Some((last, _)) = entries.last() {
+                        self.committed.store(*last, Ordering::Release);
+                    }
+                    self.deliver(Delivery::Committed(entries)).await;
+                }
+                Action::StatusChanged(status) => {
+                    tracing::info!(?status, "ensemble status");
+                    self.deliver(Delivery::Role(role_of(status))).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&self, entries: Vec<Entry>) -> Result<(), LogError> {
+        let entries: Vec<ReplicaEntry> = entries
+            .into_iter()
+            .map(|entry| ReplicaEntry {
+                position: entry.position,
+                epoch: entry.epoch,
+                payload: entry.payload,
+            })
+            .collect();
+        loop {
+            match self.replica.append(entries.clone()) {
+                Ok(()) => return Ok(()),
+                // The protocol's in-flight limit keeps this rare: wait for the writer.
+                Err(AppendError::Full) => tokio::task::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(1))
+                }),
+                Err(error) => return Err(LogError::WriterFailed(error.to_string())),
+            }
+        }
+    }
+
+    async fn deliver(&self, delivery: Delivery) {
+        // The front end stops only when the server does.
+        let _ = self.deliveries.send(delivery).await;
+    }
+
+    fn send(&self, to: ServerId, message: &Message) {
+        let Some(outbox) = self.outboxes.get(&to) else {
+            return;
+        };
+        let mut frame = Vec::with_capacity(64 + message.payload_bytes());
+        message.encode(&mut frame);
+        // A full queue drops the message; the protocol retransmits what matters.
+        let _ = outbox.try_send(Bytes::from(frame));
+    }
+
+    fn load_snapshot(&self, peer: ServerId) {
+        let replica = self.replica.clone();
+        let control = self.control.clone();
+        tokio::task::spawn_blocking(move || {
+            let loaded = match replica.snapshot_store().load_newest_valid() {
+                Ok(Some((position, bytes))) if bytes.len() >= SNAPSHOT_EPOCH_BYTES => {
+                    (position, bytes.slice(SNAPSHOT_EPOCH_BYTES..))
+                }
+                Ok(_) => {
+                    tracing::error!(peer, "a learner needs a snapshot and there is none");
+                    return;
+                }
+                Err(error) => {
+                    tracing::error!(%error, peer, "cannot read the snapshot a learner needs");
+                    return;
+                }
+            };
+            let (position, payload) = loaded;
+            let _ = control.blocking_send(Control::SnapshotLoaded {
+                peer,
+                position,
+                payload,
+            });
+        });
+    }
+}
+
+fn role_of(status: Status) -> Role {
+    match status {
+        Status::Looking => Role::Looking,
+        Status::Serving {
+            role,
+            leader,
+            epoch,
+        } => match role {
+            ServingRole::Leader => Role::Leader { epoch },
+            ServingRole::Follower => Role::Follower { leader, epoch },
+            ServingRole::Observer => Role::Observer { leader, epoch },
+        },
+    }
+}
+
+/// Keeps a connection to one peer and writes what the protocol sends it.
+async fn dial_loop(
+    me: ServerId,
+    peer: ServerId,
+    host: String,
+    port: u16,
+    mut outbox: mpsc::Receiver<Bytes>,
+) {
+    let mut backoff_ms = 10;
+    loop {
+        let stream = match tokio::time::timeout(
+            Duration::from_millis(1000),
+            TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            _ => {
+                // Unreachable: what was queued meanwhile is stale; the protocol resends.
+                while outbox.try_recv().is_ok() {}
+                tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                backoff_ms = (backoff_ms * 2).min(500);
+                continue;
+            }
+        };
+        backoff_ms = 10;
+        let _ = stream.set_nodelay(true);
+        let mut writer = BufWriter::with_capacity(256 * 1024, stream);
+        let mut hello = Vec::with_capacity(13);
+        hello.extend_from_slice(HELLO_MAGIC);
+        hello.push(HELLO_VERSION);
+        hello.extend_from_slice(&me.to_be_bytes());
+        if writer.write_all(&hello).await.is_err() {
+            continue;
+        }
+        loop {
+            let Some(frame) = outbox.recv().await else {
+                return;
+            };
+            if write_frame(&mut writer, &frame).await.is_err() {
+                break;
+            }
+            // Write what else is queued before flushing: one syscall for a burst.
+            let mut failed = false;
+            while let Ok(frame) = outbox.try_recv() {
+                if write_frame(&mut writer, &frame).await.is_err() {
+                    failed = true;
+                    break;
+                }
+            }
+            if failed || writer.flush().await.is_err() {
+                break;
+            }
+        }
+        tracing::debug!(peer, "connection to peer lost");
+    }
+}
+
+async fn write_frame(writer: &mut BufWriter<TcpStream>, frame: &[u8]) -> std::io::Result<()> {
+    writer.write_all(&(frame.len() as u32).to_be_bytes()).await?;
+    writer.write_all(frame).await
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    members: Vec<ServerId>,
+    inbox: mpsc::Sender<PeerEvent>,
+) {
+    loop {
+        let Ok((stream, address)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let members = members.clone();
+        let inbox = inbox.clone();
+        tokio::spawn(async move {
+            if let Err(error) = read_peer(stream, &members, &inbox).await {
+                tracing::debug!(%address, %error, "peer connection ended");
+            }
+        });
+    }
+}
+
+async fn read_peer(
+    mut stream: TcpStream,
+    members: &[ServerId],
+    inbox: &mpsc::Sender<PeerEvent>,
+) -> std::io::Result<()> {
+    let mut hello = [0u8; 13];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
+        .await
+        .map_err(|_| std::io::Error::other("no hello within 5 s"))??;
+    if &hello[..4] != HELLO_MAGIC || hello[4] != HELLO_VERSION {
+        return Err(std::io::Error::other("not a zoolog peer (bad hello)"));
+    }
+    let from = u64::from_be_bytes(hello[5..13].try_into().unwrap());
+    if !members.contains(&from) {
+        return Err(std::io::Error::other(format!(
+            "server {from} is not a member of this ensemble"
+        )));
+    }
+    let result = read_frames(&mut stream, from, inbox).await;
+    let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
+    result
+}
+
+async fn read_frames(
+    stream: &mut TcpStream,
+    from: ServerId,
+    inbox: &mpsc::Sender<PeerEvent>,
+) -> std::io::Result<()> {
+    let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, stream);
+    loop {
+        let mut length = [0u8; 4];
+        reader.read_exact(&mut length).await?;
+        let length = u32::from_be_bytes(length) as usize;
+        if length > PEER_FRAME_BYTES_MAX {
+            return Err(std::io::Error::other(format!(
+                "peer {from} sent a frame of {length} bytes (limit {PEER_FRAME_BYTES_MAX})"
+            )));
+        }
+        let mut frame = vec![0u8; length];
+        reader.read_exact(&mut frame).await?;
+        let message = Message::decode(Bytes::from(frame))
+            .map_err(|error| std::io::Error::other(format!("peer {from}: {error}")))?;
+        if inbox
+            .send(PeerEvent::Message { from, message })
+            .await
+            .is_err()
+        {
+            return Ok(());
+        }
+    }
+}
