@@ -20,6 +20,21 @@ pub enum AppendError {
     /// The writer hit an IO error and stopped; the log accepts nothing more until reopened.
     #[error("the log has failed and accepts no more entries")]
     Failed,
+    /// A replica append that does not continue the log: a bug in the caller, which decides
+    /// positions itself (see [`crate::ReplicaLog::append`]).
+    #[error(
+        "append at position {found} does not continue the log, which expects position {expected}"
+    )]
+    NotConsecutive { expected: Position, found: Position },
+    /// One append holds more than the whole queue may: it could never be accepted, so
+    /// retrying is pointless; split it.
+    #[error("an append of {entries} entries and {bytes} bytes exceeds the queue limits of {queue_entries_max} entries and {queue_bytes_max} bytes")]
+    BatchTooLarge {
+        entries: usize,
+        bytes: usize,
+        queue_entries_max: usize,
+        queue_bytes_max: usize,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +60,10 @@ pub enum LogError {
     },
     #[error("the log writer failed: {0}")]
     WriterFailed(String),
+    /// The caller asked for something that would break the log's invariants (truncating
+    /// below a snapshot, epochs going backwards...): a bug in the caller; nothing was done.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
 }
 
 impl LogError {

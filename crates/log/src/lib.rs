@@ -14,6 +14,8 @@
 //!   implementation, and a Zab ensemble or a CORFU shared log will implement the same trait.
 //! - Committed entries arrive through a bounded channel of [`CommittedBatch`]es returned when
 //!   the log is opened, so a slow apply loop slows the log down instead of growing a buffer.
+//! - [`ReplicaLog`] is the durable storage of one Zab ensemble member: a WAL whose positions
+//!   and epochs the protocol chooses, truncation, the member's epochs, installed snapshots.
 //! - [`SnapshotStore`] is separate from the WAL because every ordering layer needs snapshots,
 //!   even one without a local WAL (see its module docs).
 //!
@@ -25,11 +27,15 @@ mod error;
 mod fsutil;
 mod record;
 mod recovery;
+mod replica;
 mod segment;
 mod single;
 mod snapshot;
 
 pub use error::{AppendError, LogError};
+pub use replica::{
+    Durable, ReplicaEntry, ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
+};
 pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
 pub use snapshot::{SnapshotStore, SNAPSHOTS_RETAINED_MIN};
 

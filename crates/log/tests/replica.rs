@@ -1,0 +1,790 @@
+//! ReplicaLog: a Zab member's storage. Round trips, truncation, installed snapshots, epochs,
+//! torn tails, a real SIGKILL in the middle of appends and truncations, and a property test
+//! against an in-memory model.
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use tokio::sync::mpsc::Receiver;
+use zoolog_log::{
+    AppendError, Durable, LogError, Position, ReplicaEntry, ReplicaEpochs, ReplicaLog,
+    ReplicaLogConfig, ReplicaRecovered,
+};
+
+fn config(root: &Path) -> ReplicaLogConfig {
+    ReplicaLogConfig::new(root.join("wal"), root.join("snap"))
+}
+
+fn open(config: &ReplicaLogConfig) -> (ReplicaLog, ReplicaRecovered, Receiver<Durable>) {
+    ReplicaLog::open(config.clone()).expect("replica log opens")
+}
+
+fn payload(position: Position, epoch: u64) -> Bytes {
+    let mut bytes = format!("{position}-{epoch}-").into_bytes();
+    bytes.resize(bytes.len() + (position % 61) as usize, b'p');
+    Bytes::from(bytes)
+}
+
+fn entries(first: Position, count: u64, epoch: u64) -> Vec<ReplicaEntry> {
+    (first..first + count)
+        .map(|position| ReplicaEntry {
+            position,
+            epoch,
+            payload: payload(position, epoch),
+        })
+        .collect()
+}
+
+/// Receives completions until one reaches `position`; checks they only move forward.
+fn wait_durable(durable: &mut Receiver<Durable>, position: Position) -> Vec<Durable> {
+    let mut seen: Vec<Durable> = Vec::new();
+    loop {
+        let next = durable.blocking_recv().expect("writer still running");
+        if let Some(previous) = seen.last() {
+            assert!(next.position > previous.position, "{seen:?} then {next:?}");
+        }
+        seen.push(next);
+        if next.position >= position {
+            assert_eq!(
+                next.position, position,
+                "no completion beyond what was appended"
+            );
+            return seen;
+        }
+    }
+}
+
+fn segment_files(wal_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(wal_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "wal"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn appends_complete_in_order_and_recover() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 512;
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(recovered.entries, vec![]);
+    assert_eq!(recovered.snapshot, None);
+    assert_eq!(recovered.epochs, ReplicaEpochs::default());
+    let mut written = Vec::new();
+    for round in 0..20u64 {
+        let batch = entries(round * 5 + 1, 5, 3);
+        written.extend(batch.clone());
+        log.append(batch).unwrap();
+    }
+    let completions = wait_durable(&mut durable, 100);
+    assert!(completions.iter().all(|done| done.epoch == 3));
+    assert_eq!(log.last_position(), 100);
+    let stats = log.stats();
+    assert_eq!(stats.entries_committed, 100);
+    assert!(stats.fsyncs >= stats.batches_committed, "{stats:?}");
+    assert!(segment_files(&config.wal_dir).len() > 1, "segments rolled");
+    drop(log);
+
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(recovered.entries, written);
+    assert_eq!(recovered.last_position(), 100);
+    log.append(entries(101, 1, 4)).unwrap();
+    assert_eq!(
+        wait_durable(&mut durable, 101),
+        vec![Durable {
+            position: 101,
+            epoch: 4
+        }]
+    );
+}
+
+#[test]
+fn appends_that_do_not_continue_the_log_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let (log, _, mut durable) = open(&config(root.path()));
+    assert_eq!(
+        log.append(entries(2, 1, 1)),
+        Err(AppendError::NotConsecutive {
+            expected: 1,
+            found: 2
+        })
+    );
+    let mut gappy = entries(1, 2, 1);
+    gappy[1].position = 3;
+    assert_eq!(
+        log.append(gappy),
+        Err(AppendError::NotConsecutive {
+            expected: 2,
+            found: 3
+        })
+    );
+    log.append(entries(1, 3, 1)).unwrap();
+    assert_eq!(
+        log.append(entries(3, 1, 1)),
+        Err(AppendError::NotConsecutive {
+            expected: 4,
+            found: 3
+        })
+    );
+    wait_durable(&mut durable, 3);
+    assert_eq!(log.append(vec![]), Ok(()));
+}
+
+#[test]
+fn full_queue_and_oversized_appends_are_refused_not_blocked() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.queue_entries_max = 4;
+    config.entry_bytes_max = 64;
+    config.queue_bytes_max = 256;
+    let (log, _, mut durable) = open(&config);
+    let big = vec![ReplicaEntry {
+        position: 1,
+        epoch: 1,
+        payload: Bytes::from(vec![0u8; 65]),
+    }];
+    assert!(matches!(
+        log.append(big),
+        Err(AppendError::TooLarge {
+            entry_bytes: 65,
+            ..
+        })
+    ));
+    assert!(matches!(
+        log.append(entries(1, 5, 1)),
+        Err(AppendError::BatchTooLarge { entries: 5, .. })
+    ));
+    // Nobody drains completions, so the writer stalls and the queue fills up.
+    let mut next = 1;
+    let mut refused = false;
+    for _ in 0..100_000 {
+        match log.append(entries(next, 1, 1)) {
+            Ok(()) => next += 1,
+            Err(AppendError::Full) => {
+                refused = true;
+                break;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(refused, "a bounded queue refuses eventually");
+    wait_durable(&mut durable, next - 1);
+}
+
+#[test]
+fn truncated_entries_never_come_back() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 400;
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 40, 1)).unwrap();
+    wait_durable(&mut durable, 40);
+    let segments_before = segment_files(&config.wal_dir).len();
+    log.truncate_after(12).unwrap();
+    assert!(segment_files(&config.wal_dir).len() < segments_before);
+    assert_eq!(log.last_position(), 12);
+    log.append(entries(13, 5, 2)).unwrap();
+    wait_durable(&mut durable, 17);
+    // Truncating at or after the end changes nothing.
+    log.truncate_after(17).unwrap();
+    log.truncate_after(30).unwrap();
+    assert_eq!(log.last_position(), 17);
+    drop(log);
+
+    let (log, recovered, mut durable) = open(&config);
+    let mut expected = entries(1, 12, 1);
+    expected.extend(entries(13, 5, 2));
+    assert_eq!(recovered.entries, expected);
+
+    // Truncate everything, then again after reopening.
+    log.truncate_after(0).unwrap();
+    log.append(entries(1, 2, 3)).unwrap();
+    wait_durable(&mut durable, 2);
+    drop(log);
+    let (_, recovered, _) = open(&config);
+    assert_eq!(recovered.entries, entries(1, 2, 3));
+}
+
+#[test]
+fn truncation_waits_for_appends_queued_before_it() {
+    let root = tempfile::tempdir().unwrap();
+    let (log, _, mut durable) = open(&config(root.path()));
+    for position in 1..=50 {
+        log.append(entries(position, 1, 1)).unwrap();
+    }
+    log.truncate_after(20).unwrap();
+    log.append(entries(21, 1, 2)).unwrap();
+    // Completions for the overtaken appends were sent before the truncation ran, so they
+    // all come first, in order, and reach the end of what was appended before it.
+    let mut completions = Vec::new();
+    while completions.last()
+        != Some(&Durable {
+            position: 21,
+            epoch: 2,
+        })
+    {
+        completions.push(durable.blocking_recv().expect("writer running"));
+    }
+    let (after, before) = completions.split_last().unwrap();
+    assert!(before.windows(2).all(|w| w[0].position < w[1].position));
+    assert!(before.iter().all(|done| done.epoch == 1), "{completions:?}");
+    assert_eq!(before.last().map(|done| done.position), Some(50));
+    assert_eq!(
+        *after,
+        Durable {
+            position: 21,
+            epoch: 2
+        }
+    );
+    drop(log);
+    let (_, recovered, _) = open(&config(root.path()));
+    let mut expected = entries(1, 20, 1);
+    expected.extend(entries(21, 1, 2));
+    assert_eq!(recovered.entries, expected);
+}
+
+#[test]
+fn installed_snapshot_replaces_the_log() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 300;
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 30, 1)).unwrap();
+    wait_durable(&mut durable, 30);
+    let error = log.install_snapshot(20, b"state@20").unwrap_err();
+    assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
+    log.truncate_after(10).unwrap();
+    log.install_snapshot(100, b"state@100").unwrap();
+    assert_eq!(log.last_position(), 100);
+    assert_eq!(segment_files(&config.wal_dir).len(), 1);
+    drop(log);
+
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(
+        recovered.snapshot,
+        Some((100, Bytes::from_static(b"state@100")))
+    );
+    assert_eq!(recovered.entries, vec![]);
+    assert_eq!(recovered.last_position(), 100);
+    assert_eq!(
+        log.append(entries(1, 1, 2)),
+        Err(AppendError::NotConsecutive {
+            expected: 101,
+            found: 1
+        })
+    );
+    log.append(entries(101, 3, 2)).unwrap();
+    wait_durable(&mut durable, 103);
+    let error = log.truncate_after(99).unwrap_err();
+    assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
+    log.truncate_after(100).unwrap();
+    log.append(entries(101, 1, 3)).unwrap();
+    wait_durable(&mut durable, 101);
+    drop(log);
+
+    let (_, recovered, _) = open(&config);
+    assert_eq!(recovered.snapshot.map(|(position, _)| position), Some(100));
+    assert_eq!(recovered.entries, entries(101, 1, 3));
+}
+
+#[test]
+fn an_install_interrupted_after_its_snapshot_recovers_to_the_snapshot() {
+    let root = tempfile::tempdir().unwrap();
+    let config = config(root.path());
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 10, 1)).unwrap();
+    wait_durable(&mut durable, 10);
+    // The crash point: the snapshot is saved, the segments (all below it) are not yet gone.
+    log.snapshot_store().save(50, b"state@50").unwrap();
+    drop(log);
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(
+        recovered.snapshot,
+        Some((50, Bytes::from_static(b"state@50")))
+    );
+    assert_eq!(recovered.entries, vec![]);
+    log.append(entries(51, 2, 2)).unwrap();
+    wait_durable(&mut durable, 52);
+    drop(log);
+    let (_, recovered, _) = open(&config);
+    assert_eq!(recovered.entries, entries(51, 2, 2));
+}
+
+#[test]
+fn saved_snapshots_purge_old_segments() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 300;
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 60, 1)).unwrap();
+    wait_durable(&mut durable, 60);
+    let error = log.save_snapshot(61, b"beyond").unwrap_err();
+    assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
+    let segments_before = segment_files(&config.wal_dir).len();
+    for position in [20, 40, 55] {
+        log.save_snapshot(position, format!("state@{position}").as_bytes())
+            .unwrap();
+    }
+    assert!(segment_files(&config.wal_dir).len() < segments_before);
+    assert_eq!(log.snapshot_store().positions().unwrap(), vec![20, 40, 55]);
+    drop(log);
+    let (_, recovered, _) = open(&config);
+    assert_eq!(recovered.snapshot.map(|(position, _)| position), Some(55));
+    assert_eq!(recovered.entries, entries(56, 5, 1));
+}
+
+#[test]
+fn epochs_persist_and_damage_refuses_to_start() {
+    let root = tempfile::tempdir().unwrap();
+    let config = config(root.path());
+    let (log, recovered, _durable) = open(&config);
+    assert_eq!(
+        recovered.epochs,
+        ReplicaEpochs {
+            accepted: 0,
+            current: 0
+        }
+    );
+    log.persist_epochs(ReplicaEpochs {
+        accepted: 3,
+        current: 2,
+    })
+    .unwrap();
+    log.persist_epochs(ReplicaEpochs {
+        accepted: 4,
+        current: 2,
+    })
+    .unwrap();
+    for backwards in [
+        ReplicaEpochs {
+            accepted: 3,
+            current: 2,
+        },
+        ReplicaEpochs {
+            accepted: 4,
+            current: 1,
+        },
+        ReplicaEpochs {
+            accepted: 4,
+            current: 5,
+        },
+    ] {
+        let error = log.persist_epochs(backwards).unwrap_err();
+        assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
+    }
+    drop(log);
+    let (log, recovered, _durable) = open(&config);
+    assert_eq!(
+        recovered.epochs,
+        ReplicaEpochs {
+            accepted: 4,
+            current: 2
+        }
+    );
+    drop(log);
+
+    let epochs_file = config.wal_dir.join("epochs");
+    let mut bytes = fs::read(&epochs_file).unwrap();
+    bytes[9] ^= 1;
+    fs::write(&epochs_file, &bytes).unwrap();
+    let error = ReplicaLog::open(config.clone()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, LogError::Corrupt(_)), "{message}");
+    assert!(
+        message.contains("epochs") && message.contains("checksum"),
+        "{message}"
+    );
+}
+
+#[test]
+fn torn_tail_is_cut_and_the_log_continues() {
+    let root = tempfile::tempdir().unwrap();
+    let config = config(root.path());
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 10, 1)).unwrap();
+    wait_durable(&mut durable, 10);
+    drop(log);
+    let segment = segment_files(&config.wal_dir).pop().unwrap();
+    let length = fs::metadata(&segment).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(length - 3)
+        .unwrap();
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(recovered.entries, entries(1, 9, 1));
+    log.append(entries(10, 1, 2)).unwrap();
+    wait_durable(&mut durable, 10);
+    drop(log);
+    OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap()
+        .write_all(b"scribble")
+        .unwrap();
+    let (_, recovered, _) = open(&config);
+    let mut expected = entries(1, 9, 1);
+    expected.extend(entries(10, 1, 2));
+    assert_eq!(recovered.entries, expected);
+}
+
+#[test]
+fn a_second_open_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let config = config(root.path());
+    let _open = open(&config);
+    assert!(matches!(
+        ReplicaLog::open(config),
+        Err(LogError::Locked { .. })
+    ));
+}
+
+// --- A real crash --------------------------------------------------------------------------
+
+const CHILD_DIR_VAR: &str = "ZOOLOG_REPLICA_CRASH_CHILD_DIR";
+const KILL_AFTER_DURABLE_REPORTS: usize = 3_000;
+const KILL_AFTER_TRUNCATIONS: usize = 8;
+const CHILD_APPENDS_MAX: u64 = 2_000_000;
+
+/// The child: one driver thread appends runs of entries in the current epoch and now and
+/// then truncates a little below the end and moves to the next epoch (epoch = truncations
+/// done + 1); the main thread reports completions. Lines: `durable P E`,
+/// `truncating J A` before truncation J (1-based) and `truncated J A` once it returned.
+#[test]
+fn replica_crash_child_process_entry_point() {
+    let Ok(dir) = std::env::var(CHILD_DIR_VAR) else {
+        return;
+    };
+    let mut config = config(Path::new(&dir));
+    config.segment_bytes_max = 16 * 1024;
+    let (log, _, mut durable) = open(&config);
+    let log = std::sync::Arc::new(log);
+    let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let driver_log = std::sync::Arc::clone(&log);
+    let driver_out = std::sync::Arc::clone(&out);
+    std::thread::spawn(move || {
+        let log = driver_log;
+        let say = |line: String| {
+            let mut out = driver_out.lock().unwrap();
+            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                std::process::exit(1);
+            }
+        };
+        let mut random = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next_random = move || {
+            random ^= random << 13;
+            random ^= random >> 7;
+            random ^= random << 17;
+            random
+        };
+        let mut epoch = 1;
+        let mut appended = 0;
+        while appended < CHILD_APPENDS_MAX {
+            if next_random() % 40 == 0 {
+                let last = log.last_position();
+                let after = last.saturating_sub(next_random() % 60);
+                say(format!("truncating {epoch} {after}"));
+                log.truncate_after(after).expect("truncation");
+                say(format!("truncated {epoch} {after}"));
+                epoch += 1;
+                continue;
+            }
+            let count = 1 + next_random() % 8;
+            let batch = entries(log.last_position() + 1, count, epoch);
+            match log.append(batch) {
+                Ok(()) => appended += count,
+                Err(AppendError::Full) => std::thread::yield_now(),
+                Err(other) => panic!("append failed: {other}"),
+            }
+        }
+    });
+    while let Some(done) = durable.blocking_recv() {
+        let mut out = out.lock().unwrap();
+        let line = format!("durable {} {}", done.position, done.epoch);
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            std::process::exit(1);
+        }
+    }
+}
+
+#[test]
+fn sigkill_during_appends_and_truncations_keeps_a_consistent_log() {
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "replica_crash_child_process_entry_point",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR_VAR, root.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("child starts");
+    let stdout = child.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines_tx.send(line.expect("readable")).is_err() {
+                return;
+            }
+        }
+    });
+    let mut durable_reports: Vec<(Position, u64)> = Vec::new();
+    // Truncation J: (after, whether it returned).
+    let mut truncations: BTreeMap<u64, (Position, bool)> = BTreeMap::new();
+    let mut record = |line: String| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (a, b) = match fields.as_slice() {
+            ["durable" | "truncating" | "truncated", a, b] => {
+                (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap())
+            }
+            _ => return,
+        };
+        match fields[0] {
+            "durable" => durable_reports.push((a, b)),
+            "truncating" => {
+                truncations.insert(a, (b, false));
+            }
+            "truncated" => {
+                truncations.insert(a, (b, true));
+            }
+            _ => {}
+        }
+    };
+    let mut durable_count = 0;
+    let mut completed = 0;
+    while durable_count < KILL_AFTER_DURABLE_REPORTS || completed < KILL_AFTER_TRUNCATIONS {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("child still running and reporting");
+        durable_count += line.starts_with("durable ") as usize;
+        completed += line.starts_with("truncated ") as usize;
+        record(line);
+    }
+    child.kill().expect("SIGKILL delivered");
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child died of the SIGKILL: {status}"
+    );
+    reader.join().unwrap();
+    for line in lines.try_iter() {
+        record(line);
+    }
+
+    let mut config = config(root.path());
+    config.segment_bytes_max = 16 * 1024;
+    let (log, recovered, mut durable) = open(&config);
+    eprintln!(
+        "{} completions reported, {} truncations, {} entries recovered",
+        durable_reports.len(),
+        truncations.len(),
+        recovered.entries.len()
+    );
+    assert_eq!(recovered.snapshot, None);
+    for (index, entry) in recovered.entries.iter().enumerate() {
+        assert_eq!(entry.position, index as u64 + 1, "consecutive from 1");
+        assert_eq!(
+            entry.payload,
+            payload(entry.position, entry.epoch),
+            "intact"
+        );
+    }
+    assert!(
+        recovered
+            .entries
+            .windows(2)
+            .all(|w| w[0].epoch <= w[1].epoch),
+        "epochs never decrease along the log"
+    );
+    // A finished truncation J removed everything after its point from epochs <= J.
+    for (&j, &(after, returned)) in &truncations {
+        if !returned {
+            continue;
+        }
+        for entry in recovered
+            .entries
+            .iter()
+            .filter(|entry| entry.position > after)
+        {
+            assert!(
+                entry.epoch > j,
+                "position {} of epoch {} came back after truncation {j} after {after}",
+                entry.position,
+                entry.epoch
+            );
+        }
+    }
+    // Everything reported durable is there, unless a truncation begun later in the run (in
+    // epoch >= its epoch) may have cut it.
+    for &(position, epoch) in &durable_reports {
+        let maybe_cut = truncations
+            .range(epoch..)
+            .any(|(_, &(after, _))| after < position);
+        if maybe_cut {
+            continue;
+        }
+        let entry = recovered
+            .entries
+            .get(position as usize - 1)
+            .unwrap_or_else(|| panic!("durable position {position} of epoch {epoch} lost"));
+        assert_eq!(entry.epoch, epoch, "durable position {position} changed");
+    }
+    let next = recovered.last_position() + 1;
+    log.append(entries(next, 1, truncations.len() as u64 + 2))
+        .unwrap();
+    wait_durable(&mut durable, next);
+}
+
+// --- Property test against a model ---------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(u64),
+    /// Truncate this far below the end (never below the newest snapshot).
+    Truncate(u64),
+    /// Install a snapshot this far beyond the end.
+    Install(u64),
+    /// Save a snapshot this far below the end.
+    Save(u64),
+    Epochs(u64, u64),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (1u64..10).prop_map(Op::Append),
+        2 => (0u64..15).prop_map(Op::Truncate),
+        1 => (0u64..5).prop_map(Op::Install),
+        1 => (0u64..5).prop_map(Op::Save),
+        1 => (0u64..3, 0u64..3).prop_map(|(a, c)| Op::Epochs(a, c)),
+        2 => Just(Op::Reopen),
+    ]
+}
+
+struct Model {
+    /// The whole log, positions 1.. (entries below an installed snapshot are placeholders).
+    log: Vec<ReplicaEntry>,
+    snapshots: BTreeMap<Position, Bytes>,
+    epochs: ReplicaEpochs,
+    epoch: u64,
+}
+
+impl Model {
+    fn last(&self) -> Position {
+        self.log.len() as Position
+    }
+
+    fn floor(&self) -> Position {
+        self.snapshots.keys().next_back().copied().unwrap_or(0)
+    }
+
+    fn check(&self, recovered: ReplicaRecovered) {
+        assert_eq!(recovered.epochs, self.epochs);
+        let newest = self
+            .snapshots
+            .iter()
+            .next_back()
+            .map(|(position, payload)| (*position, payload.clone()));
+        let floor = self.floor();
+        assert_eq!(recovered.snapshot, newest);
+        assert_eq!(recovered.entries, self.log[floor as usize..].to_vec());
+    }
+}
+
+fn run_model(ops: Vec<Op>) {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.segment_bytes_max = 200;
+    let (log, recovered, durable) = open(&config);
+    let mut open_log = Some((log, durable));
+    let mut model = Model {
+        log: Vec::new(),
+        snapshots: BTreeMap::new(),
+        epochs: ReplicaEpochs::default(),
+        epoch: 1,
+    };
+    model.check(recovered);
+    for op in ops {
+        let (log, durable) = open_log.as_mut().unwrap();
+        assert_eq!(log.last_position(), model.last());
+        match op {
+            Op::Append(count) => {
+                let batch = entries(model.last() + 1, count, model.epoch);
+                model.log.extend(batch.clone());
+                log.append(batch).unwrap();
+                for done in wait_durable(durable, model.last()) {
+                    assert_eq!(done.epoch, model.log[done.position as usize - 1].epoch);
+                }
+            }
+            Op::Truncate(back) => {
+                let after = model.last().saturating_sub(back).max(model.floor());
+                log.truncate_after(after).unwrap();
+                model.log.truncate(after as usize);
+                model.epoch += 1;
+                if model.floor() > 0 {
+                    let error = log.truncate_after(model.floor() - 1).unwrap_err();
+                    assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
+                }
+            }
+            Op::Install(beyond) => {
+                let position = model.last() + beyond;
+                let state = Bytes::from(format!("installed@{position}"));
+                log.install_snapshot(position, &state).unwrap();
+                while model.last() < position {
+                    let position = model.last() + 1;
+                    model.log.push(ReplicaEntry {
+                        position,
+                        epoch: 0,
+                        payload: Bytes::new(),
+                    });
+                }
+                model.snapshots.insert(position, state);
+                model.epoch += 1;
+            }
+            Op::Save(below) => {
+                let position = model.last().saturating_sub(below).max(model.floor());
+                let state = Bytes::from(format!("saved@{position}"));
+                log.save_snapshot(position, &state).unwrap();
+                model.snapshots.insert(position, state);
+            }
+            Op::Epochs(accepted, current) => {
+                let accepted = model.epochs.accepted + accepted;
+                let current = (model.epochs.current + current).min(accepted);
+                model.epochs = ReplicaEpochs { accepted, current };
+                log.persist_epochs(model.epochs).unwrap();
+            }
+            Op::Reopen => {
+                drop(open_log.take());
+                let (log, recovered, durable) = open(&config);
+                model.check(recovered);
+                open_log = Some((log, durable));
+            }
+        }
+    }
+    drop(open_log.take());
+    let (_, recovered, _) = open(&config);
+    model.check(recovered);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_replica_log_behaves_like_its_model(ops in proptest::collection::vec(op(), 1..40)) {
+        run_model(ops);
+    }
+}
