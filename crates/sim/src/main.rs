@@ -1,0 +1,77 @@
+//! `zoolog-sim`: run seeds of the deterministic simulator.
+//!
+//! - `--seeds N [--from S]`: a soak over seeds S..S+N (default from 0), reporting failures.
+//! - `--seed S [--trace]`: one seed, with every event printed when tracing.
+//! - `--faults-ms MS`, `--liveness-ms MS`: override the phase lengths.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use zoolog_sim::{run_seed, Options};
+
+fn main() -> ExitCode {
+    let mut options = Options::default();
+    let mut seed = None;
+    let mut seeds = None;
+    let mut from = 0u64;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| -> u64 {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
+        };
+        match arg.as_str() {
+            "--seed" => seed = Some(value("--seed")),
+            "--seeds" => seeds = Some(value("--seeds")),
+            "--from" => from = value("--from"),
+            "--faults-ms" => options.faults_ms = Some(value("--faults-ms")),
+            "--liveness-ms" => options.liveness_ms = value("--liveness-ms"),
+            "--trace" => options.trace = true,
+            other => {
+                eprintln!("unknown argument {other}; usage: zoolog-sim (--seed S [--trace] | --seeds N [--from S]) [--faults-ms MS] [--liveness-ms MS]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if let Some(seed) = seed {
+        return match run_seed(seed, &options) {
+            Ok(report) => {
+                println!("{report:?}");
+                ExitCode::SUCCESS
+            }
+            Err(failure) => {
+                println!("{failure}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let count = seeds.unwrap_or(1000);
+    let started = Instant::now();
+    let mut failures = 0u64;
+    let (mut events, mut committed, mut crashes) = (0u64, 0u64, 0u64);
+    for seed in from..from + count {
+        match run_seed(seed, &options) {
+            Ok(report) => {
+                events += report.events;
+                committed += report.committed;
+                crashes += report.crashes;
+            }
+            Err(failure) => {
+                failures += 1;
+                println!("{failure}\n");
+            }
+        }
+    }
+    println!(
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes",
+        count,
+        from + count,
+        started.elapsed().as_secs_f64()
+    );
+    if failures > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,1035 @@
+//! One simulated run: the event loop, the driver of each server's [`Zab`] (exactly the
+//! contract in `zoolog_zab`'s docs), the clients, the fault schedule and the liveness phase.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use zoolog_zab::{
+    Action, Config, Epochs, Input, MemberRole, Message, ServerId, ServingRole, Status, Zab,
+};
+
+use crate::checker::{decode_payload, encode_payload, Checker, CommandState};
+use crate::client::{Client, Connection};
+use crate::disk::{Disk, SavedSnapshot};
+use crate::network::{NetConfig, Network};
+use crate::node::{Node, StateMachine};
+use crate::queue::EventQueue;
+use crate::rng::Rng;
+use crate::{Options, Report};
+
+/// A run that needs more events than this is stuck in a storm of messages or timers.
+const EVENTS_MAX: u64 = 3_000_000;
+
+enum Event {
+    Tick {
+        node: usize,
+        life: u64,
+    },
+    Arrive {
+        from: usize,
+        to: usize,
+        message: Message,
+    },
+    Fsync {
+        node: usize,
+        life: u64,
+    },
+    SnapshotRead {
+        node: usize,
+        life: u64,
+        peer: ServerId,
+    },
+    Disconnected {
+        node: usize,
+        life: u64,
+        peer: ServerId,
+    },
+    ClientStep {
+        client: usize,
+    },
+    Fault,
+    Restart {
+        node: usize,
+    },
+    EndFaults,
+    Check,
+}
+
+impl Event {
+    fn code(&self) -> (u64, u64) {
+        match self {
+            Event::Tick { node, .. } => (1, *node as u64),
+            Event::Arrive { from, to, .. } => (2, (*from as u64) << 8 | *to as u64),
+            Event::Fsync { node, .. } => (3, *node as u64),
+            Event::SnapshotRead { node, .. } => (4, *node as u64),
+            Event::Disconnected { node, .. } => (5, *node as u64),
+            Event::ClientStep { client } => (6, *client as u64),
+            Event::Fault => (7, 0),
+            Event::Restart { node } => (8, *node as u64),
+            Event::EndFaults => (9, 0),
+            Event::Check => (10, 0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Faults,
+    Liveness,
+}
+
+pub(crate) struct World {
+    seed: u64,
+    trace: bool,
+    rng: Rng,
+    now: u64,
+    queue: EventQueue<Event>,
+    nodes: Vec<Node>,
+    net: Network,
+    clients: Vec<Client>,
+    pub(crate) checker: Checker,
+    phase: Phase,
+    benign: bool,
+    tick_us: (u64, u64),
+    fsync_us: (u64, u64),
+    fault_gap_us: (u64, u64),
+    snapshot_every: u64,
+    purge_p: f64,
+    mid_batch_crash_p: f64,
+    next_connection: u64,
+    quiesce: bool,
+    faults_end: u64,
+    liveness_us: u64,
+    deadline: u64,
+    post_heal_acked: u64,
+    crashes: u64,
+    events: u64,
+    trace_hash: u64,
+    done: bool,
+}
+
+fn fnv(hash: u64, value: u64) -> u64 {
+    let mut h = hash;
+    for byte in value.to_le_bytes() {
+        h ^= byte as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
+}
+
+impl World {
+    pub(crate) fn new(seed: u64, options: &Options) -> World {
+        let mut rng = Rng::new(seed);
+        let participants = rng.range(3, 7);
+        let observers = rng.range(0, 2);
+        let benign = rng.chance(0.15);
+        let mut members = BTreeMap::new();
+        for id in 1..=participants {
+            members.insert(id, MemberRole::Participant);
+        }
+        for id in participants + 1..=participants + observers {
+            members.insert(id, MemberRole::Observer);
+        }
+        let tick_ms = rng.range(10, 40);
+        let mut base = Config::new(1, members.clone(), tick_ms);
+        base.election_retry_ms = rng.range(10, 50);
+        base.election_finalize_ms = rng.range(1, 10);
+        base.proposals_in_flight_max = *rng.pick(&[2, 8, 64, 4096]).unwrap();
+        base.forwards_in_flight_max = *rng.pick(&[2, 8, 64, 4096]).unwrap();
+        base.message_entries_max = *rng.pick(&[1, 3, 16, 512]).unwrap();
+        let nodes = members
+            .iter()
+            .map(|(id, role)| Node {
+                id: *id,
+                observer: *role == MemberRole::Observer,
+                config: Config {
+                    me: *id,
+                    ..base.clone()
+                },
+                zab: None,
+                life: 0,
+                disk: Disk::default(),
+                machine: StateMachine {
+                    applied: 0,
+                    hash: 0,
+                },
+                last_snapshot: 0,
+                status: Status::Looking,
+                fsync_at: 0,
+                restart_at: None,
+            })
+            .collect::<Vec<_>>();
+        let net_config = if benign {
+            NetConfig::benign(&mut rng)
+        } else {
+            NetConfig::random(&mut rng)
+        };
+        let net = Network::new(net_config, nodes.len());
+        let client_count = rng.range(1, 5);
+        let mut clients = Vec::new();
+        for id in 1..=client_count {
+            clients.push(Client {
+                id,
+                connection: None,
+                next_seq: 1,
+                in_flight: Default::default(),
+                max_in_flight: rng.range(1, 8) as usize,
+                step_us: (200, rng.range(1_000, 20_000)),
+                reconnect_at: 0,
+            });
+        }
+        let faults_ms = options.faults_ms.unwrap_or_else(|| rng.range(1_000, 3_000));
+        World {
+            seed,
+            trace: options.trace,
+            tick_us: (1_000, rng.range(1_500, 3_000)),
+            fsync_us: (50, rng.range(200, 4_000)),
+            fault_gap_us: (rng.range(5_000, 50_000), rng.range(100_000, 600_000)),
+            snapshot_every: rng.range(3, 50),
+            purge_p: *rng.pick(&[0.0, 0.5, 1.0]).unwrap(),
+            mid_batch_crash_p: if benign {
+                0.0
+            } else {
+                *rng.pick(&[0.0, 0.0005, 0.002]).unwrap()
+            },
+            rng,
+            now: 0,
+            queue: EventQueue::default(),
+            nodes,
+            net,
+            clients,
+            checker: Checker::new(),
+            phase: Phase::Faults,
+            benign,
+            next_connection: 1,
+            quiesce: false,
+            faults_end: faults_ms * 1_000,
+            liveness_us: options.liveness_ms * 1_000,
+            deadline: u64::MAX,
+            post_heal_acked: 0,
+            crashes: 0,
+            events: 0,
+            trace_hash: 0xCBF2_9CE4_8422_2325,
+            done: false,
+        }
+    }
+
+    fn at(&mut self, delay_us: u64, event: Event) {
+        self.queue.push(self.now + delay_us, event);
+    }
+
+    fn log(&self, node: Option<usize>, text: impl FnOnce() -> String) {
+        if self.trace {
+            let who = node.map_or("sim".to_string(), |i| format!("n{}", self.nodes[i].id));
+            println!(
+                "{:>6}.{:03} {who:>4} {}",
+                self.now / 1000,
+                self.now % 1000,
+                text()
+            );
+        }
+    }
+
+    pub(crate) fn run(&mut self) -> Result<(), String> {
+        self.log(None, || {
+            format!(
+                "seed {}: {} participants, {} observers, {} clients, benign {}, config {:?}, net {:?}",
+                self.seed,
+                self.nodes.iter().filter(|n| !n.observer).count(),
+                self.nodes.iter().filter(|n| n.observer).count(),
+                self.clients.len(),
+                self.benign,
+                self.nodes[0].config,
+                self.net.config
+            )
+        });
+        for idx in 0..self.nodes.len() {
+            self.start(idx)?;
+        }
+        for client in 0..self.clients.len() {
+            let delay = self.rng.range(0, 10_000);
+            self.at(delay, Event::ClientStep { client });
+        }
+        if !self.benign {
+            let delay = self.rng.range(self.fault_gap_us.0, self.fault_gap_us.1);
+            self.at(delay, Event::Fault);
+        }
+        self.queue.push(self.faults_end, Event::EndFaults);
+        while let Some((time, seq, event)) = self.queue.pop() {
+            self.now = time;
+            self.events += 1;
+            let (kind, who) = event.code();
+            self.trace_hash = fnv(fnv(fnv(fnv(self.trace_hash, time), seq), kind), who);
+            self.dispatch(event)?;
+            if self.events > EVENTS_MAX {
+                return Err(format!(
+                    "runaway: more than {EVENTS_MAX} events (a message storm?), {} queued\n{}",
+                    self.queue.len(),
+                    self.describe_state()
+                ));
+            }
+            if self.done {
+                break;
+            }
+        }
+        self.checker.finish()?;
+        let len = self.checker.sequence.len() as u64;
+        for node in &self.nodes {
+            if node.machine.applied != len || node.machine.hash != self.checker.hashes[len as usize]
+            {
+                return Err(format!(
+                    "server {} ends with state at {} (hash {:x}), not the common state at {len}",
+                    node.id, node.machine.applied, node.machine.hash
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn report(&self) -> Report {
+        Report {
+            seed: self.seed,
+            participants: self.nodes.iter().filter(|n| !n.observer).count(),
+            observers: self.nodes.iter().filter(|n| n.observer).count(),
+            benign: self.benign,
+            events: self.events,
+            end_ms: self.now / 1000,
+            committed: self.checker.sequence.len() as u64,
+            acked: self.checker.acked,
+            unknown: self.checker.unknown_total(),
+            unknown_committed: self.checker.unknown_committed(),
+            crashes: self.crashes,
+            epoch: self
+                .nodes
+                .iter()
+                .map(|n| n.disk.epochs.current)
+                .max()
+                .unwrap_or(0),
+            trace_hash: self.trace_hash,
+        }
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now / 1000
+    }
+
+    fn dispatch(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Tick { node, life } => {
+                if self.nodes[node].is_up() && self.nodes[node].life == life {
+                    let delay = self.rng.range(self.tick_us.0, self.tick_us.1);
+                    self.at(delay, Event::Tick { node, life });
+                    self.feed(node, Input::Tick)?;
+                }
+            }
+            Event::Arrive { from, to, message } => {
+                if self.nodes[to].is_up() && self.net.connected(from, to) {
+                    let from = self.nodes[from].id;
+                    self.feed(to, Input::Message { from, message })?;
+                }
+            }
+            Event::Fsync { node, life } => {
+                if self.nodes[node].is_up() && self.nodes[node].life == life {
+                    let disk = &mut self.nodes[node].disk;
+                    let Some(mut done) = disk.pending.pop_front() else {
+                        return Ok(());
+                    };
+                    disk.sync();
+                    while !disk.pending.is_empty() && self.rng.chance(0.3) {
+                        done = disk.pending.pop_front().unwrap();
+                    }
+                    self.feed(
+                        node,
+                        Input::Logged {
+                            position: done.0,
+                            epoch: done.1,
+                        },
+                    )?;
+                }
+            }
+            Event::SnapshotRead { node, life, peer } => {
+                if self.nodes[node].is_up() && self.nodes[node].life == life {
+                    let (position, payload) = match &self.nodes[node].disk.snapshot {
+                        Some(s) => (s.position, s.payload.clone()),
+                        None => (0, Bytes::new()),
+                    };
+                    self.feed(
+                        node,
+                        Input::SnapshotLoaded {
+                            peer,
+                            position,
+                            payload,
+                        },
+                    )?;
+                }
+            }
+            Event::Disconnected { node, life, peer } => {
+                if self.nodes[node].is_up() && self.nodes[node].life == life {
+                    self.feed(node, Input::PeerDisconnected { peer })?;
+                }
+            }
+            Event::ClientStep { client } => self.client_step(client)?,
+            Event::Fault => self.fault()?,
+            Event::Restart { node } => {
+                if !self.nodes[node].is_up() && self.nodes[node].restart_at == Some(self.now) {
+                    self.start(node)?;
+                }
+            }
+            Event::EndFaults => self.end_faults()?,
+            Event::Check => self.check_liveness()?,
+        }
+        Ok(())
+    }
+
+    // ----- servers ----------------------------------------------------------------------
+
+    fn start(&mut self, idx: usize) -> Result<(), String> {
+        let seed = self.rng.next_u64();
+        let now_ms = self.now_ms();
+        let node = &mut self.nodes[idx];
+        let config = Config {
+            seed,
+            ..node.config.clone()
+        };
+        let snapshot_position = node.disk.snapshot_position();
+        node.disk.continue_after(snapshot_position);
+        node.machine = match &node.disk.snapshot {
+            Some(s) => StateMachine::from_snapshot(&s.payload).ok_or("bad saved snapshot")?,
+            None => StateMachine {
+                applied: 0,
+                hash: 0,
+            },
+        };
+        node.last_snapshot = snapshot_position;
+        node.status = Status::Looking;
+        node.restart_at = None;
+        node.fsync_at = self.now;
+        let recovered = node.disk.recover();
+        let life = node.life;
+        self.log(Some(idx), || {
+            format!(
+                "start: epochs {:?}, snapshot {:?}, {} entries {:?}",
+                recovered.epochs,
+                (recovered.snapshot_position, recovered.snapshot_epoch),
+                recovered.entries.len(),
+                recovered
+                    .entries
+                    .first()
+                    .map(|e| e.position)
+                    .zip(recovered.entries.last().map(|e| e.position))
+            )
+        });
+        let (zab, actions) = Zab::new(config, recovered, now_ms);
+        self.nodes[idx].zab = Some(zab);
+        let delay = self.rng.range(self.tick_us.0, self.tick_us.1);
+        self.at(delay, Event::Tick { node: idx, life });
+        self.execute(idx, actions)?;
+        self.maybe_snapshot(idx)
+    }
+
+    fn crash(&mut self, idx: usize) {
+        if !self.nodes[idx].is_up() {
+            return;
+        }
+        let lost = {
+            let node = &mut self.nodes[idx];
+            node.zab = None;
+            node.life += 1;
+            node.status = Status::Looking;
+            node.disk.crash(&mut self.rng)
+        };
+        self.log(Some(idx), || {
+            format!("CRASH (lost {lost} unsynced entries)")
+        });
+        self.crashes += 1;
+        self.end_connections(idx);
+        if self.net.config.notify_disconnect {
+            let id = self.nodes[idx].id;
+            for other in 0..self.nodes.len() {
+                if other != idx && self.nodes[other].is_up() {
+                    let life = self.nodes[other].life;
+                    let delay = self.rng.range(100, 5_000);
+                    self.at(
+                        delay,
+                        Event::Disconnected {
+                            node: other,
+                            life,
+                            peer: id,
+                        },
+                    );
+                }
+            }
+        }
+        let delay = if self.phase == Phase::Faults {
+            self.rng.range(1_000, 800_000)
+        } else {
+            self.rng.range(1_000, 20_000)
+        };
+        self.nodes[idx].restart_at = Some(self.now + delay);
+        self.at(delay, Event::Restart { node: idx });
+    }
+
+    fn feed(&mut self, idx: usize, input: Input) -> Result<(), String> {
+        if !self.nodes[idx].is_up() {
+            return Ok(());
+        }
+        self.log(Some(idx), || format!("<- {}", describe_input(&input)));
+        let now_ms = self.now_ms();
+        let zab = self.nodes[idx].zab.as_mut().unwrap();
+        let actions = zab.handle(input, now_ms);
+        self.trace_hash = fnv(self.trace_hash, actions.len() as u64);
+        self.execute(idx, actions)?;
+        self.maybe_snapshot(idx)
+    }
+
+    fn execute(&mut self, idx: usize, actions: Vec<Action>) -> Result<(), String> {
+        let id = self.nodes[idx].id;
+        for action in actions {
+            if !self.nodes[idx].is_up() {
+                break;
+            }
+            if self.phase == Phase::Faults && self.rng.chance(self.mid_batch_crash_p) {
+                self.log(Some(idx), || {
+                    "crash in the middle of a batch of actions".into()
+                });
+                self.crash(idx);
+                break;
+            }
+            self.log(Some(idx), || format!("-> {}", describe_action(&action)));
+            match action {
+                Action::Send { to, message } => {
+                    let Some(to) = self.nodes.iter().position(|n| n.id == to) else {
+                        return Err(format!("server {id} sent to unknown server {to}"));
+                    };
+                    for delay in self.net.delays(&mut self.rng, idx, to) {
+                        self.at(
+                            delay,
+                            Event::Arrive {
+                                from: idx,
+                                to,
+                                message: message.clone(),
+                            },
+                        );
+                    }
+                }
+                Action::PersistEpochs(epochs) => {
+                    let old = self.nodes[idx].disk.epochs;
+                    check_epochs(id, old, epochs)?;
+                    self.nodes[idx].disk.epochs = epochs;
+                }
+                Action::Truncate { after } => {
+                    if after < self.nodes[idx].machine.applied {
+                        return Err(format!(
+                            "server {id} truncates after {after}, below its applied position {}",
+                            self.nodes[idx].machine.applied
+                        ));
+                    }
+                    self.nodes[idx].disk.truncate(after);
+                }
+                Action::Append { entries } => {
+                    self.nodes[idx]
+                        .disk
+                        .append(&entries)
+                        .map_err(|e| format!("server {id}: {e}"))?;
+                    let life = self.nodes[idx].life;
+                    let at = (self.now + self.rng.range(self.fsync_us.0, self.fsync_us.1))
+                        .max(self.nodes[idx].fsync_at);
+                    self.nodes[idx].fsync_at = at;
+                    self.queue.push(at, Event::Fsync { node: idx, life });
+                }
+                Action::InstallSnapshot {
+                    position,
+                    epoch,
+                    payload,
+                } => {
+                    let machine = StateMachine::from_snapshot(&payload)
+                        .ok_or_else(|| format!("server {id} installs a malformed snapshot"))?;
+                    let len = self.checker.sequence.len() as u64;
+                    if machine.applied != position
+                        || position > len
+                        || self.checker.hashes[position as usize] != machine.hash
+                    {
+                        return Err(format!(
+                            "server {id} installs a snapshot at {position} that is not the common state there (snapshot says {}, common sequence ends at {len})",
+                            machine.applied
+                        ));
+                    }
+                    if position < self.nodes[idx].machine.applied {
+                        return Err(format!(
+                            "server {id} installs a snapshot at {position}, behind its applied position {}",
+                            self.nodes[idx].machine.applied
+                        ));
+                    }
+                    let node = &mut self.nodes[idx];
+                    node.disk.install(position, epoch, payload);
+                    node.machine = machine;
+                    node.last_snapshot = position;
+                }
+                Action::LoadSnapshot { peer } => {
+                    let life = self.nodes[idx].life;
+                    let delay = self.rng.range(self.fsync_us.0, self.fsync_us.1);
+                    self.at(
+                        delay,
+                        Event::SnapshotRead {
+                            node: idx,
+                            life,
+                            peer,
+                        },
+                    );
+                }
+                Action::Deliver { entries } => {
+                    for (position, payload) in entries {
+                        self.nodes[idx]
+                            .machine
+                            .apply(position, &payload)
+                            .map_err(|e| format!("server {id}: {e}"))?;
+                        self.checker.delivered(id, position, &payload)?;
+                        self.acknowledge(idx, position, &payload)?;
+                    }
+                }
+                Action::StatusChanged(status) => {
+                    self.nodes[idx].status = status;
+                    self.end_connections(idx);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn maybe_snapshot(&mut self, idx: usize) -> Result<(), String> {
+        let node = &mut self.nodes[idx];
+        let Some(zab) = &node.zab else {
+            return Ok(());
+        };
+        if zab.delivered_position() != node.machine.applied {
+            return Err(format!(
+                "server {}: the machine says delivered {}, the driver applied {}",
+                node.id,
+                zab.delivered_position(),
+                node.machine.applied
+            ));
+        }
+        let position = node.machine.applied;
+        if position < node.last_snapshot + self.snapshot_every {
+            return Ok(());
+        }
+        let Some(epoch) = zab.epoch_at(position) else {
+            return Ok(());
+        };
+        let purge = self
+            .rng
+            .chance(self.purge_p)
+            .then(|| position - self.rng.below(2));
+        node.disk.save_snapshot(
+            SavedSnapshot {
+                position,
+                epoch,
+                payload: node.machine.snapshot_payload(),
+            },
+            purge,
+        );
+        node.last_snapshot = position;
+        self.feed(idx, Input::SnapshotSaved { position })
+    }
+
+    // ----- clients ----------------------------------------------------------------------
+
+    fn end_connections(&mut self, idx: usize) {
+        for c in 0..self.clients.len() {
+            let client = &mut self.clients[c];
+            if client
+                .connection
+                .as_ref()
+                .is_some_and(|conn| conn.node == idx)
+            {
+                client.connection = None;
+                for seq in client.in_flight.drain(..) {
+                    self.checker.unknown(client.id, seq);
+                }
+                client.reconnect_at = self.now + self.rng.range(0, 50_000);
+            }
+        }
+    }
+
+    fn acknowledge(&mut self, idx: usize, position: u64, payload: &[u8]) -> Result<(), String> {
+        let Some((client_id, seq)) = decode_payload(payload) else {
+            return Ok(());
+        };
+        let Some(client) = self.clients.get_mut(client_id as usize - 1) else {
+            return Ok(());
+        };
+        if client.connection.as_ref().is_none_or(|c| c.node != idx) {
+            return Ok(());
+        }
+        if !client.in_flight.contains(&seq) {
+            return Ok(());
+        }
+        if client.in_flight.front() != Some(&seq) {
+            return Err(format!(
+                "FIFO: server {} acknowledged command {:?} at position {position} before the client's earlier commands {:?} on the same connection",
+                self.nodes[idx].id,
+                (client_id, seq),
+                client.in_flight.iter().take_while(|s| **s != seq).collect::<Vec<_>>()
+            ));
+        }
+        client.in_flight.pop_front();
+        self.checker.acknowledged(client_id, seq, position)?;
+        if self.phase == Phase::Liveness
+            && self.checker.commands[&(client_id, seq)].submitted_us >= self.faults_end
+        {
+            self.post_heal_acked += 1;
+        }
+        Ok(())
+    }
+
+    fn client_step(&mut self, c: usize) -> Result<(), String> {
+        let (lo, hi) = self.clients[c].step_us;
+        let delay = self.rng.range(lo, hi);
+        self.at(delay, Event::ClientStep { client: c });
+        if self.clients[c].connection.is_none() {
+            if self.now < self.clients[c].reconnect_at {
+                return Ok(());
+            }
+            let candidates: Vec<usize> = (0..self.nodes.len())
+                .filter(|i| {
+                    let n = &self.nodes[*i];
+                    n.is_up() && !n.observer && n.status.is_serving()
+                })
+                .collect();
+            let Some(&node) = self.rng.pick(&candidates) else {
+                return Ok(());
+            };
+            let id = self.next_connection;
+            self.next_connection += 1;
+            self.clients[c].connection = Some(Connection {
+                id,
+                node,
+                status: self.nodes[node].status,
+            });
+        }
+        if self.quiesce {
+            return Ok(());
+        }
+        let conn = self.clients[c].connection.clone().unwrap();
+        if self.clients[c].in_flight.is_empty() && self.rng.chance(0.01) {
+            self.clients[c].connection = None;
+            return Ok(());
+        }
+        let room = self.clients[c].max_in_flight - self.clients[c].in_flight.len();
+        let capacity = self.nodes[conn.node]
+            .zab
+            .as_ref()
+            .map_or(0, |z| z.append_capacity());
+        if room == 0 || capacity == 0 || self.nodes[conn.node].status != conn.status {
+            return Ok(());
+        }
+        let count = (room as u64).min(capacity).min(self.rng.range(1, 3));
+        let mut payloads = Vec::new();
+        let client = &mut self.clients[c];
+        for _ in 0..count {
+            let seq = client.next_seq;
+            client.next_seq += 1;
+            client.in_flight.push_back(seq);
+            self.checker.submitted(client.id, seq, conn.id, self.now);
+            payloads.push(encode_payload(client.id, seq));
+        }
+        self.feed(conn.node, Input::Append { payloads })
+    }
+
+    // ----- faults and liveness ----------------------------------------------------------
+
+    fn leader(&self) -> Option<usize> {
+        self.nodes.iter().position(|n| {
+            n.is_up()
+                && matches!(
+                    n.status,
+                    Status::Serving {
+                        role: ServingRole::Leader,
+                        ..
+                    }
+                )
+        })
+    }
+
+    fn fault(&mut self) -> Result<(), String> {
+        if self.phase != Phase::Faults {
+            return Ok(());
+        }
+        let delay = self.rng.range(self.fault_gap_us.0, self.fault_gap_us.1);
+        self.at(delay, Event::Fault);
+        let roll = self.rng.below(100);
+        match roll {
+            0..=29 => {
+                let up: Vec<usize> = (0..self.nodes.len())
+                    .filter(|i| self.nodes[*i].is_up())
+                    .collect();
+                let victim = match self.leader() {
+                    Some(leader) if self.rng.chance(0.5) => Some(leader),
+                    _ => self.rng.pick(&up).copied(),
+                };
+                if let Some(victim) = victim {
+                    self.crash(victim);
+                }
+            }
+            30..=49 => {
+                let groups = self.rng.range(2, 3) as u32;
+                let cut = self.net.partition(&mut self.rng, groups);
+                self.log(None, || format!("PARTITION {cut:?}"));
+                self.notify_cut(cut);
+            }
+            50..=59 => {
+                if let Some(leader) = self.leader() {
+                    let cut = self.net.isolate(leader);
+                    self.log(None, || {
+                        format!("ISOLATE leader n{}", self.nodes[leader].id)
+                    });
+                    self.notify_cut(cut);
+                }
+            }
+            60..=79 => {
+                self.log(None, || "HEAL".into());
+                self.net.heal();
+            }
+            80..=89 => {
+                self.net.config.loss_p = *self.rng.pick(&[0.0, 0.01, 0.05, 0.3]).unwrap();
+                self.net.config.duplicate_p = *self.rng.pick(&[0.0, 0.01, 0.1]).unwrap();
+                self.log(None, || format!("NET {:?}", self.net.config));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn notify_cut(&mut self, cut: Vec<(usize, usize)>) {
+        if !self.net.config.notify_disconnect {
+            return;
+        }
+        for (a, b) in cut {
+            for (me, peer) in [(a, b), (b, a)] {
+                if self.nodes[me].is_up() {
+                    let life = self.nodes[me].life;
+                    let peer = self.nodes[peer].id;
+                    let delay = self.rng.range(100, 5_000);
+                    self.at(
+                        delay,
+                        Event::Disconnected {
+                            node: me,
+                            life,
+                            peer,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn end_faults(&mut self) -> Result<(), String> {
+        self.log(None, || "END OF FAULTS: heal, restart everything".into());
+        self.phase = Phase::Liveness;
+        self.net.heal();
+        self.net.config.loss_p = 0.0;
+        self.net.config.duplicate_p = 0.0;
+        self.net.config.tail_p = 0.0;
+        for idx in 0..self.nodes.len() {
+            if !self.nodes[idx].is_up() {
+                self.start(idx)?;
+            }
+        }
+        self.deadline = self.now + self.liveness_us;
+        self.at(10_000, Event::Check);
+        Ok(())
+    }
+
+    fn check_liveness(&mut self) -> Result<(), String> {
+        if self.converged() {
+            self.log(None, || "CONVERGED".into());
+            self.done = true;
+            return Ok(());
+        }
+        if self.now >= self.deadline {
+            return Err(format!(
+                "liveness: no convergence {} ms after the faults stopped (acknowledged since: {}, quiescing: {})\n{}",
+                self.liveness_us / 1000,
+                self.post_heal_acked,
+                self.quiesce,
+                self.describe_state()
+            ));
+        }
+        self.at(20_000, Event::Check);
+        Ok(())
+    }
+
+    fn converged(&mut self) -> bool {
+        let Some(leader) = self.leader() else {
+            return false;
+        };
+        let Status::Serving { epoch, .. } = self.nodes[leader].status else {
+            return false;
+        };
+        let leader_id = self.nodes[leader].id;
+        let all_follow = self.nodes.iter().all(|n| {
+            n.is_up()
+                && matches!(n.status, Status::Serving { leader: l, epoch: e, .. } if l == leader_id && e == epoch)
+        });
+        if !all_follow || self.post_heal_acked == 0 {
+            return false;
+        }
+        self.quiesce = true;
+        if self.clients.iter().any(|c| !c.in_flight.is_empty()) {
+            return false;
+        }
+        let len = self.checker.sequence.len() as u64;
+        let logged = self.nodes[leader]
+            .zab
+            .as_ref()
+            .unwrap()
+            .last_logged_position();
+        logged == len
+            && self.nodes.iter().all(|n| {
+                n.machine.applied == len && n.zab.as_ref().unwrap().delivered_position() == len
+            })
+    }
+
+    pub(crate) fn describe_state(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            match &node.zab {
+                None => writeln!(out, "  server {}: down", node.id).unwrap(),
+                Some(zab) => writeln!(
+                    out,
+                    "  server {}{}: {:?}, epochs {:?}, logged {}, committed {}, delivered {}, disk log end {}, snapshot {}",
+                    node.id,
+                    if node.observer { " (observer)" } else { "" },
+                    node.status,
+                    zab.epochs(),
+                    zab.last_logged_position(),
+                    zab.committed_position(),
+                    zab.delivered_position(),
+                    node.disk.log_end(),
+                    node.disk.snapshot_position(),
+                )
+                .unwrap(),
+            }
+        }
+        writeln!(
+            out,
+            "  common sequence: {} entries",
+            self.checker.sequence.len()
+        )
+        .unwrap();
+        for client in &self.clients {
+            let pending: Vec<_> = client
+                .in_flight
+                .iter()
+                .map(|seq| {
+                    let c = &self.checker.commands[&(client.id, *seq)];
+                    (*seq, c.state == CommandState::InFlight, c.position)
+                })
+                .collect();
+            writeln!(
+                out,
+                "  client {}: connection {:?}, in flight {:?}",
+                client.id,
+                client
+                    .connection
+                    .as_ref()
+                    .map(|c| (c.id, self.nodes[c.node].id)),
+                pending
+            )
+            .unwrap();
+        }
+        out
+    }
+}
+
+fn check_epochs(id: u64, old: Epochs, new: Epochs) -> Result<(), String> {
+    if new.accepted < old.accepted || new.current < old.current || new.current > new.accepted {
+        return Err(format!(
+            "server {id} persists epochs {new:?} after {old:?}: epochs never go back, and current never passes accepted"
+        ));
+    }
+    Ok(())
+}
+
+fn describe_input(input: &Input) -> String {
+    match input {
+        Input::Tick => "Tick".into(),
+        Input::Message { from, message } => format!("from n{from}: {}", describe_message(message)),
+        Input::PeerDisconnected { peer } => format!("PeerDisconnected n{peer}"),
+        Input::Append { payloads } => format!(
+            "Append {:?}",
+            payloads
+                .iter()
+                .map(|p| decode_payload(p))
+                .collect::<Vec<_>>()
+        ),
+        Input::Logged { position, epoch } => format!("Logged {position} (epoch {epoch})"),
+        Input::SnapshotSaved { position } => format!("SnapshotSaved {position}"),
+        Input::SnapshotLoaded { peer, position, .. } => {
+            format!("SnapshotLoaded for n{peer} at {position}")
+        }
+    }
+}
+
+fn describe_entries(entries: &[zoolog_zab::Entry]) -> String {
+    match (entries.first(), entries.last()) {
+        (Some(first), Some(last)) => format!(
+            "[{}..={} epochs {}..{}]",
+            first.position, last.position, first.epoch, last.epoch
+        ),
+        _ => "[]".into(),
+    }
+}
+
+fn describe_message(message: &Message) -> String {
+    match message {
+        Message::NewLeader {
+            epoch,
+            truncate_after,
+            snapshot,
+            entries,
+            commit,
+        } => format!(
+            "NewLeader {{ epoch {epoch}, truncate_after {truncate_after}, snapshot {:?}, entries {}, commit {commit} }}",
+            snapshot.as_ref().map(|s| (s.position, s.epoch)),
+            describe_entries(entries)
+        ),
+        Message::Propose {
+            epoch,
+            entries,
+            commit,
+            forwards_taken,
+        } => format!(
+            "Propose {{ epoch {epoch}, entries {}, commit {commit}, forwards_taken {forwards_taken} }}",
+            describe_entries(entries)
+        ),
+        Message::Forward {
+            epoch,
+            first_sequence,
+            payloads,
+        } => format!(
+            "Forward {{ epoch {epoch}, first_sequence {first_sequence}, {:?} }}",
+            payloads.iter().map(|p| decode_payload(p)).collect::<Vec<_>>()
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+fn describe_action(action: &Action) -> String {
+    match action {
+        Action::Send { to, message } => format!("to n{to}: {}", describe_message(message)),
+        Action::Append { entries } => format!("Append {}", describe_entries(entries)),
+        Action::InstallSnapshot {
+            position, epoch, ..
+        } => format!("InstallSnapshot {position} (epoch {epoch})"),
+        Action::Deliver { entries } => format!(
+            "Deliver {:?}",
+            entries
+                .iter()
+                .map(|(p, payload)| (*p, decode_payload(payload)))
+                .collect::<Vec<_>>()
+        ),
+        other => format!("{other:?}"),
+    }
+}
