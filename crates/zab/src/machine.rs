@@ -527,7 +527,23 @@ impl Zab {
                 state,
                 observer: !self.config.is_participant(self.config.me),
             },
-            None => self.looking_vote_message(),
+            // Not established yet: our final vote, in the sender's round. (In our own,
+            // older round, a looking sender would answer it as a vote from behind, we would
+            // answer that, and so on forever; duplicated messages multiply such chains.)
+            None => match self.looking_vote_message() {
+                Message::Vote {
+                    vote,
+                    state,
+                    observer,
+                    ..
+                } => Message::Vote {
+                    round,
+                    vote,
+                    state,
+                    observer,
+                },
+                other => other,
+            },
         };
         self.send(from, answer);
     }
