@@ -1215,10 +1215,22 @@ impl Zab {
         commit: Position,
     ) {
         let mut give_up = false;
+        let mut ack_again = false;
         self.with_learner(from, |zab, learner| {
             if epoch != learner.epoch || learner.stage == LearnerStage::Discovering {
                 return;
             }
+            // After a first `NewLeader` of this epoch, our log is a prefix of the leader's
+            // history, which only grows within an epoch. A later one (the leader
+            // re-synchronizing us, or a late copy of an earlier one) therefore never needs to
+            // cut anything, and must not: entries we acknowledged may already count towards
+            // a commit. Nor does it take us back to a snapshot of what we already hold.
+            let resync = matches!(
+                learner.stage,
+                LearnerStage::Syncing { .. } | LearnerStage::Broadcast
+            );
+            let snapshot =
+                snapshot.filter(|image| !resync || image.position > zab.history.last_position());
             if let Some(image) = snapshot {
                 assert!(
                     zab.delivered <= image.position,
@@ -1236,7 +1248,7 @@ impl Zab {
                     epoch: image.epoch,
                     payload: image.payload,
                 });
-            } else if truncate_after < zab.history.last_position() {
+            } else if !resync && truncate_after < zab.history.last_position() {
                 if truncate_after < zab.history.base() || truncate_after < zab.delivered {
                     // The leader misjudged our log (it must never cut committed entries).
                     give_up = true;
@@ -1253,11 +1265,27 @@ impl Zab {
             }
             zab.append_from_leader(entries);
             zab.learn_commit(commit);
-            let last = zab.history.last_position();
-            learner.stage = LearnerStage::Syncing { last };
+            if learner.stage == LearnerStage::Broadcast {
+                // Still synchronized: say so at once, with what is durable.
+                ack_again = true;
+            } else {
+                let last = zab.history.last_position();
+                learner.stage = LearnerStage::Syncing { last };
+            }
         });
         if give_up {
             self.look();
+            return;
+        }
+        if ack_again {
+            let last_position = self.durable;
+            self.send(
+                from,
+                Message::AckNewLeader {
+                    epoch,
+                    last_position,
+                },
+            );
             return;
         }
         if let Phase::Learning(learner) = &self.phase {

@@ -56,3 +56,101 @@ fn an_unestablished_learner_answers_votes_in_the_senders_round() {
         }
     }
 }
+
+fn entry(position: u64, epoch: u64) -> zoolog_zab::Entry {
+    zoolog_zab::Entry {
+        position,
+        epoch,
+        payload: bytes::Bytes::from(vec![position as u8]),
+    }
+}
+
+fn message(from: u64, message: Message) -> Input {
+    Input::Message { from, message }
+}
+
+/// Server 1 of 3, following server 3 in epoch 1, synchronized with entries 1..=2 (committed
+/// and delivered) and 3 (logged and acknowledged).
+fn broadcasting_follower() -> Zab {
+    let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
+    zab.handle(vote(2, 1, 3), 1);
+    zab.handle(vote(3, 1, 3), 1);
+    zab.handle(message(3, Message::NewEpoch { epoch: 1 }), 2);
+    let new_leader = Message::NewLeader {
+        epoch: 1,
+        truncate_after: 0,
+        snapshot: None,
+        entries: vec![entry(1, 1), entry(2, 1)],
+        commit: 0,
+    };
+    zab.handle(message(3, new_leader), 3);
+    zab.handle(
+        Input::Logged {
+            position: 2,
+            epoch: 1,
+        },
+        4,
+    );
+    assert!(zab.status().is_serving());
+    let propose = Message::Propose {
+        epoch: 1,
+        entries: vec![entry(3, 1)],
+        commit: 2,
+        forwards_taken: 0,
+    };
+    zab.handle(message(3, propose), 5);
+    zab.handle(
+        Input::Logged {
+            position: 3,
+            epoch: 1,
+        },
+        6,
+    );
+    assert_eq!(zab.delivered_position(), 2);
+    assert_eq!(zab.last_logged_position(), 3);
+    zab
+}
+
+/// Seed 8: a late copy of the leader's `NewLeader` reached a follower that was already
+/// broadcasting; its snapshot was older than what the follower had delivered (an assertion
+/// failed), and without a snapshot it cut entries the follower had acknowledged, which may
+/// already have counted towards a commit.
+#[test]
+fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
+    let mut zab = broadcasting_follower();
+    let stale = Message::NewLeader {
+        epoch: 1,
+        truncate_after: 0,
+        snapshot: None,
+        entries: vec![entry(1, 1)],
+        commit: 0,
+    };
+    let actions = zab.handle(message(3, stale), 7);
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Truncate { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(zab.last_logged_position(), 3);
+
+    let stale_snapshot = Message::NewLeader {
+        epoch: 1,
+        truncate_after: 1,
+        snapshot: Some(zoolog_zab::SnapshotImage {
+            position: 1,
+            epoch: 1,
+            payload: bytes::Bytes::new(),
+        }),
+        entries: vec![entry(2, 1)],
+        commit: 1,
+    };
+    let actions = zab.handle(message(3, stale_snapshot), 8);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::InstallSnapshot { .. } | Action::Truncate { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(zab.last_logged_position(), 3);
+    assert_eq!(zab.delivered_position(), 2);
+    assert!(zab.status().is_serving());
+}
