@@ -1236,6 +1236,13 @@ impl Zab {
                     zab.delivered <= image.position,
                     "a snapshot never takes back delivered entries"
                 );
+                if zab.reported_status.is_serving() {
+                    // Re-synchronized from a snapshot while serving: entries this server's
+                    // clients wait for are skipped, not delivered. Leave Serving (and come
+                    // back once synchronized), so that the front end fails their requests.
+                    zab.reported_status = Status::Looking;
+                    zab.out.push(Action::StatusChanged(Status::Looking));
+                }
                 zab.history.reset(image.position, image.epoch);
                 zab.durable = image.position;
                 for (_, _, counts_through) in zab.pending_appends.iter_mut() {

@@ -154,3 +154,36 @@ fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
     assert_eq!(zab.delivered_position(), 2);
     assert!(zab.status().is_serving());
 }
+
+/// Seed 28: the leader, having trimmed its log into a snapshot, re-synchronized a lagging
+/// broadcasting follower with that snapshot. The follower skipped (never delivered) the
+/// entries its clients were waiting for, yet stayed Serving throughout, so its front end was
+/// never told to fail their requests. It now leaves Serving for the installation.
+#[test]
+fn a_snapshot_installed_while_serving_leaves_serving_first() {
+    let mut zab = broadcasting_follower();
+    let resync = Message::NewLeader {
+        epoch: 1,
+        truncate_after: 5,
+        snapshot: Some(zoolog_zab::SnapshotImage {
+            position: 5,
+            epoch: 1,
+            payload: bytes::Bytes::new(),
+        }),
+        entries: vec![entry(6, 1)],
+        commit: 5,
+    };
+    let actions = zab.handle(message(3, resync), 7);
+    let looking = actions
+        .iter()
+        .position(|a| *a == Action::StatusChanged(zoolog_zab::Status::Looking));
+    let install = actions
+        .iter()
+        .position(|a| matches!(a, Action::InstallSnapshot { .. }));
+    assert!(
+        matches!((looking, install), (Some(l), Some(i)) if l < i),
+        "{actions:?}"
+    );
+    assert!(zab.status().is_serving());
+    assert_eq!(zab.delivered_position(), 5);
+}
