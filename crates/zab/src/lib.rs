@@ -121,7 +121,9 @@ pub struct Config {
     pub proposals_in_flight_max: u64,
     /// Commands a follower has forwarded that the leader has not yet confirmed.
     pub forwards_in_flight_max: u64,
-    /// The most entries one `Propose`, `Forward` or `NewLeader` message carries.
+    /// The most entries one `Propose` or `Forward` message carries. A `NewLeader` carries
+    /// at least the leader's whole history as of its establishment (the learner records the
+    /// new epoch once it holds that), and up to this many entries beyond.
     pub message_entries_max: usize,
     /// A prospective leader or learner that has not finished discovery and synchronization
     /// within this gives up and looks again (ZooKeeper's initLimit × tickTime).

@@ -806,7 +806,13 @@ impl Zab {
         peer.sync_sent_ms = self.now_ms;
         match plan(&self.history, &promise.log) {
             SyncPlan::Diff { truncate_after } => {
+                // At least the whole history the epoch was established with: the learner
+                // records the epoch as current once this is durable, and a current epoch
+                // vouches for every entry committed before it (a learner that recorded it
+                // holding only part of that history could later out-rank servers holding
+                // committed entries it lacks, and a leader it elected would cut them).
                 let last = (truncate_after + self.config.message_entries_max as Position)
+                    .max(leader.history_end)
                     .min(self.history.last_position());
                 let entries = self.history.range(truncate_after + 1, last);
                 peer.sent = last;
@@ -842,7 +848,9 @@ impl Zab {
                 // Older than anything held: the next heartbeat asks for a newer one.
                 return;
             };
+            // At least the whole established history, as in `leader_start_sync`.
             let last = (position + zab.config.message_entries_max as Position)
+                .max(leader.history_end)
                 .min(zab.history.last_position());
             let entries = zab.history.range(position + 1, last);
             peer.sent = last;

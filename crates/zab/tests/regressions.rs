@@ -187,3 +187,61 @@ fn a_snapshot_installed_while_serving_leaves_serving_first() {
     assert!(zab.status().is_serving());
     assert_eq!(zab.delivered_position(), 5);
 }
+
+/// Seeds 585, 643, 646, 715, 749, 922, 930 (agreement violated) and 326 (a command
+/// delivered twice): `NewLeader` carried at most `message_entries_max` entries, yet the
+/// learner recorded the new epoch as current once those were durable. Holding the newer
+/// current epoch with only part of the established history, it out-ranked a server that held
+/// committed entries it lacked; the leader it then elected cut those entries and proposed
+/// others at their positions. `NewLeader` now carries the whole established history.
+#[test]
+fn new_leader_carries_the_whole_established_history() {
+    let mut config = config(1, 3);
+    config.message_entries_max = 1;
+    let recovered = Recovered {
+        epochs: zoolog_zab::Epochs {
+            accepted: 1,
+            current: 1,
+        },
+        entries: (1..=5).map(|p| entry(p, 1)).collect(),
+        ..Recovered::default()
+    };
+    let (mut zab, _) = Zab::new(config, recovered, 0);
+    let mine = Vote {
+        epoch: 1,
+        position: 5,
+        leader: 1,
+    };
+    for from in [2, 3] {
+        let message = Message::Vote {
+            round: 1,
+            vote: mine,
+            state: PeerState::Looking,
+            observer: false,
+        };
+        zab.handle(Input::Message { from, message }, 1);
+    }
+    let info = Message::FollowerInfo {
+        accepted_epoch: 0,
+        observer: false,
+        attempt: 9,
+    };
+    zab.handle(message(2, info), 2);
+    let promise = Message::AckEpoch {
+        epoch: 2,
+        counted: true,
+        current_epoch: 0,
+        snapshot_position: 0,
+        runs: Vec::new(),
+        last_position: 0,
+    };
+    let actions = zab.handle(message(2, promise), 3);
+    let synced: Vec<u64> = sent_to(&actions, 2)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::NewLeader { entries, .. } => entries.last().map(|e| e.position),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(synced, vec![5], "{actions:?}");
+}
