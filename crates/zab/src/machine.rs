@@ -1237,8 +1237,14 @@ impl Zab {
                 learner.stage,
                 LearnerStage::Syncing { .. } | LearnerStage::Broadcast
             );
-            let snapshot =
-                snapshot.filter(|image| !resync || image.position > zab.history.last_position());
+            // A snapshot older than what we delivered was planned for an earlier attempt of
+            // ours (within one epoch, a learner that looks again may rejoin the same leader,
+            // and the old plan may arrive late): we hold all it holds, so it is a diff from
+            // the snapshot's position.
+            let snapshot = snapshot.filter(|image| {
+                image.position >= zab.delivered
+                    && (!resync || image.position > zab.history.last_position())
+            });
             if let Some(image) = snapshot {
                 assert!(
                     zab.delivered <= image.position,

@@ -245,3 +245,44 @@ fn new_leader_carries_the_whole_established_history() {
         .collect();
     assert_eq!(synced, vec![5], "{actions:?}");
 }
+
+/// Seed 893: a learner looked again and rejoined the same leader in the same epoch; a
+/// `NewLeader` planned for its earlier attempt arrived late, with a snapshot older than what
+/// it had delivered since, and an assertion failed. Such a snapshot is now ignored.
+#[test]
+fn a_snapshot_older_than_what_was_delivered_is_not_installed() {
+    let mut zab = broadcasting_follower();
+    zab.handle(Input::PeerDisconnected { peer: 3 }, 7);
+    assert!(!zab.status().is_serving());
+    let report = Message::Vote {
+        round: 2,
+        vote: Vote {
+            epoch: 0,
+            position: 0,
+            leader: 3,
+        },
+        state: PeerState::Leading { epoch: 1 },
+        observer: false,
+    };
+    zab.handle(message(3, report), 8);
+    zab.handle(message(3, Message::NewEpoch { epoch: 1 }), 9);
+    let late = Message::NewLeader {
+        epoch: 1,
+        truncate_after: 1,
+        snapshot: Some(zoolog_zab::SnapshotImage {
+            position: 1,
+            epoch: 1,
+            payload: bytes::Bytes::new(),
+        }),
+        entries: vec![entry(2, 1), entry(3, 1)],
+        commit: 2,
+    };
+    let actions = zab.handle(message(3, late), 10);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::InstallSnapshot { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(zab.delivered_position(), 2);
+}
