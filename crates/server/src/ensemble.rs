@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use zoolog_log::{
     AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry,
@@ -357,8 +357,9 @@ impl Driver {
         mut appends: mpsc::Receiver<Bytes>,
         mut inbox: mpsc::Receiver<PeerEvent>,
         mut control: mpsc::Receiver<Control>,
-        mut durable: mpsc::Receiver<Durable>,
+        durable: mpsc::Receiver<Durable>,
     ) {
+        let mut durable = forward_completions(durable);
         if let Err(error) = self.carry_out(first_actions).await {
             tracing::error!(%error, "the replica log failed; this server stops ordering");
             return;
@@ -372,7 +373,10 @@ impl Driver {
                     PeerEvent::Message { from, message } => Input::Message { from, message },
                     PeerEvent::Disconnected { peer } => Input::PeerDisconnected { peer },
                 },
-                Some(done) = durable.recv() => Input::Logged { position: done.position, epoch: done.epoch },
+                Ok(()) = durable.changed() => {
+                    let Some(done) = *durable.borrow_and_update() else { continue };
+                    Input::Logged { position: done.position, epoch: done.epoch }
+                }
                 Some(first) = appends.recv(), if accepting => {
                     if !self.zab.status().is_serving() {
                         // Its client's connection is being closed: it may or may not have
@@ -517,6 +521,21 @@ impl Driver {
             });
         });
     }
+}
+
+/// Receives the replica's completions on a task of its own, so that the writer never waits
+/// for the protocol task while that task waits for the writer (a truncation, say). Only the
+/// newest completion matters: it covers every append before it.
+fn forward_completions(mut durable: mpsc::Receiver<Durable>) -> watch::Receiver<Option<Durable>> {
+    let (sender, receiver) = watch::channel(None);
+    tokio::spawn(async move {
+        while let Some(done) = durable.recv().await {
+            if sender.send(Some(done)).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
 }
 
 fn role_of(status: Status) -> Role {
