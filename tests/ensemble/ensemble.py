@@ -148,9 +148,12 @@ class Ensemble:
                         links.append({"src": i, "dst": j, "kind": kind_, "listen": next(ports),
                                       "target": servers[j][f"{kind_}_port"]})
         merged = dict(DEFAULT_SETTINGS)
-        merged.update(settings or {})
+        # Keys starting with -D are system properties: JVM flags for Apache, arguments for zoolog.
+        properties = [f"{k}={v}" for k, v in (settings or {}).items() if k.startswith("-D")]
+        merged.update({k: v for k, v in (settings or {}).items() if not k.startswith("-D")})
         state = {"kind": kind, "servers": {str(k): v for k, v in servers.items()},
-                 "proxy": bool(proxy), "links": links, "settings": merged}
+                 "proxy": bool(proxy), "links": links, "settings": merged,
+                 "properties": properties}
         for i in ids:
             sdir = Path(servers[i]["dir"])
             (sdir / "data").mkdir(parents=True, exist_ok=True)
@@ -223,9 +226,10 @@ class Ensemble:
             return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
                     f"-Dzookeeper.log.dir={self.servers[sid]['dir']}",
                     "-Dzookeeper.root.logger=INFO,CONSOLE", "-Dzookeeper.admin.enableServer=false",
+                    *self.state.get("properties", []),
                     "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
         binary = os.environ.get("ZOOLOG_BIN", str(REPO / "target" / "release" / "zoolog"))
-        return [binary, "serve", "--config", cfg]
+        return [binary, "serve", "--config", cfg, *self.state.get("properties", [])]
 
     def start(self, sid, wait_s=30.0):
         """Starts server sid (again) with its config and data; waits until it answers ruok."""
