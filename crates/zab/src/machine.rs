@@ -30,6 +30,8 @@ pub struct Zab {
     /// position through which the append still counts once durable — lowered when a later
     /// truncation or snapshot overtakes it).
     pending_appends: VecDeque<(Position, Epoch, Position)>,
+    /// When this server, not established, last answered each peer's looking vote.
+    vote_answers_ms: BTreeMap<ServerId, u64>,
     now_ms: u64,
     out: Vec<Action>,
 }
@@ -178,6 +180,7 @@ impl Zab {
         }
         let mut zab = Zab {
             pending_appends: VecDeque::new(),
+            vote_answers_ms: BTreeMap::new(),
             durable: history.last_position(),
             committed: recovered.snapshot_position,
             delivered: recovered.snapshot_position,
@@ -530,6 +533,16 @@ impl Zab {
             // Not established yet: our final vote, in the sender's round. (In our own,
             // older round, a looking sender would answer it as a vote from behind, we would
             // answer that, and so on forever; duplicated messages multiply such chains.)
+            // Two such servers answer each other's answers, since both say they are
+            // looking: answer each peer at most once per election retry interval (a server
+            // that really looks re-sends its vote that often).
+            None if self
+                .vote_answers_ms
+                .get(&from)
+                .is_some_and(|at| self.now_ms < at + self.config.election_retry_ms) =>
+            {
+                return;
+            }
             None => match self.looking_vote_message() {
                 Message::Vote {
                     vote,
@@ -545,6 +558,9 @@ impl Zab {
                 other => other,
             },
         };
+        if self.serving_report().is_none() {
+            self.vote_answers_ms.insert(from, self.now_ms);
+        }
         self.send(from, answer);
     }
 

@@ -286,3 +286,19 @@ fn a_snapshot_older_than_what_was_delivered_is_not_installed() {
     );
     assert_eq!(zab.delivered_position(), 2);
 }
+
+/// Seed 710: a participant and an observer, each following a leader not yet established,
+/// both answer looking votes with a looking vote of their own, so each answered the other's
+/// answer, forever (millions of messages). Such answers are now rate-limited per peer.
+#[test]
+fn an_unestablished_server_answers_a_peer_at_most_once_per_retry_interval() {
+    let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
+    zab.handle(vote(2, 1, 3), 1);
+    zab.handle(vote(3, 1, 3), 1);
+    let first = zab.handle(vote(2, 1, 2), 2);
+    let second = zab.handle(vote(2, 1, 2), 3);
+    assert_eq!(sent_to(&first, 2).len(), 1);
+    assert!(sent_to(&second, 2).is_empty(), "{second:?}");
+    let later = zab.handle(vote(2, 1, 2), 2 + 50);
+    assert_eq!(sent_to(&later, 2).len(), 1);
+}
