@@ -1008,6 +1008,7 @@ fn describe_message(message: &Message) -> String {
             epoch,
             first_sequence,
             payloads,
+            ..
         } => format!(
             "Forward {{ epoch {epoch}, first_sequence {first_sequence}, {:?} }}",
             payloads.iter().map(|p| decode_payload(p)).collect::<Vec<_>>()
