@@ -28,12 +28,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use zoolog_log::{
-    AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry,
-    ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
+    AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry, ReplicaEpochs,
+    ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
 };
 use zoolog_zab::{
-    Action, Config as ZabConfig, Entry, Epochs, Input, MemberRole, Message, ServerId,
-    ServingRole, Status, Zab,
+    Action, Config as ZabConfig, Entry, Epochs, Input, MemberRole, Message, ServerId, ServingRole,
+    Status, Zab,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -43,7 +43,10 @@ use crate::core::Role;
 pub enum Delivery {
     Committed(Vec<(Position, Bytes)>),
     /// Replace the state with this snapshot (the tree's bytes, without the epoch header).
-    InstallSnapshot { position: Position, payload: Bytes },
+    InstallSnapshot {
+        position: Position,
+        payload: Bytes,
+    },
     Role(Role),
 }
 
@@ -285,7 +288,9 @@ fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabC
     zab.heartbeat_ms = (tick_ms / 2).clamp(1, 500);
     zab.election_retry_ms = 50;
     zab.election_finalize_ms = 20;
-    zab.seed = rand::random();
+    zab.incarnation = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64);
     zab
 }
 
@@ -473,9 +478,9 @@ impl Driver {
             match self.replica.append(entries.clone()) {
                 Ok(()) => return Ok(()),
                 // The protocol's in-flight limit keeps this rare: wait for the writer.
-                Err(AppendError::Full) => tokio::task::block_in_place(|| {
-                    std::thread::sleep(Duration::from_millis(1))
-                }),
+                Err(AppendError::Full) => {
+                    tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(1)))
+                }
                 Err(error) => return Err(LogError::WriterFailed(error.to_string())),
             }
         }
@@ -612,7 +617,9 @@ async fn dial_loop(
 }
 
 async fn write_frame(writer: &mut BufWriter<TcpStream>, frame: &[u8]) -> std::io::Result<()> {
-    writer.write_all(&(frame.len() as u32).to_be_bytes()).await?;
+    writer
+        .write_all(&(frame.len() as u32).to_be_bytes())
+        .await?;
     writer.write_all(frame).await
 }
 

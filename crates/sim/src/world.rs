@@ -385,11 +385,10 @@ impl World {
     // ----- servers ----------------------------------------------------------------------
 
     fn start(&mut self, idx: usize) -> Result<(), String> {
-        let seed = self.rng.next_u64();
         let now_ms = self.now_ms();
         let node = &mut self.nodes[idx];
         let config = Config {
-            seed,
+            incarnation: node.life,
             ..node.config.clone()
         };
         let snapshot_position = node.disk.snapshot_position();
@@ -985,32 +984,32 @@ fn describe_entries(entries: &[zoolog_zab::Entry]) -> String {
 fn describe_message(message: &Message) -> String {
     match message {
         Message::NewLeader {
-            epoch,
+            link,
             truncate_after,
             snapshot,
             entries,
             commit,
         } => format!(
-            "NewLeader {{ epoch {epoch}, truncate_after {truncate_after}, snapshot {:?}, entries {}, commit {commit} }}",
+            "NewLeader {{ {link:?}, truncate_after {truncate_after}, snapshot {:?}, entries {}, commit {commit} }}",
             snapshot.as_ref().map(|s| (s.position, s.epoch)),
             describe_entries(entries)
         ),
         Message::Propose {
-            epoch,
+            link,
             entries,
             commit,
             forwards_taken,
         } => format!(
-            "Propose {{ epoch {epoch}, entries {}, commit {commit}, forwards_taken {forwards_taken} }}",
+            "Propose {{ {link:?}, entries {}, commit {commit}, forwards_taken {forwards_taken} }}",
             describe_entries(entries)
         ),
         Message::Forward {
-            epoch,
+            link,
             first_sequence,
             payloads,
             ..
         } => format!(
-            "Forward {{ epoch {epoch}, first_sequence {first_sequence}, {:?} }}",
+            "Forward {{ {link:?}, first_sequence {first_sequence}, {:?} }}",
             payloads.iter().map(|p| decode_payload(p)).collect::<Vec<_>>()
         ),
         other => format!("{other:?}"),

@@ -73,7 +73,7 @@ mod message;
 mod sync;
 
 pub use machine::Zab;
-pub use message::{DecodeError, Message, PeerState, SnapshotImage, Vote};
+pub use message::{Attempt, DecodeError, Link, Message, PeerState, SnapshotImage, Vote};
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -128,8 +128,10 @@ pub struct Config {
     /// A prospective leader or learner that has not finished discovery and synchronization
     /// within this gives up and looks again (ZooKeeper's initLimit × tickTime).
     pub sync_timeout_ms: u64,
-    /// Seeds the jitter of election timers, so that servers do not retry in lockstep.
-    pub seed: u64,
+    /// Grows with every start of this server's process (the tokio driver takes the wall clock
+    /// in microseconds at start, the simulator counts starts), so that a leader can tell this
+    /// process's attempts to follow it from a previous process's delayed messages.
+    pub incarnation: u64,
 }
 
 impl Config {
@@ -146,7 +148,7 @@ impl Config {
             forwards_in_flight_max: 4096,
             message_entries_max: 512,
             sync_timeout_ms: 10 * tick_ms,
-            seed: me,
+            incarnation: 0,
         }
     }
 

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use crate::election::{Election, Outcome};
 use crate::history::History;
-use crate::message::{Message, PeerState, SnapshotImage, Vote};
+use crate::message::{Attempt, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
 use crate::{
     Action, Config, Entry, Epoch, Epochs, Input, Position, Recovered, ServerId, ServingRole, Status,
@@ -103,7 +103,7 @@ enum LeaderStage {
 
 struct Peer {
     observer: bool,
-    attempt: u64,
+    attempt: Attempt,
     accepted_epoch: Epoch,
     promise: Option<Promise>,
     /// The learner acknowledged `NewLeader`: its log is a prefix of ours.
@@ -129,7 +129,15 @@ struct Promise {
 }
 
 impl Peer {
-    fn new(observer: bool, attempt: u64, accepted_epoch: Epoch, now_ms: u64) -> Peer {
+    /// The link from the leader of `epoch` to this learner's current attempt.
+    fn link(&self, epoch: Epoch) -> Link {
+        Link {
+            epoch,
+            attempt: self.attempt,
+        }
+    }
+
+    fn new(observer: bool, attempt: Attempt, accepted_epoch: Epoch, now_ms: u64) -> Peer {
         Peer {
             observer,
             attempt,
@@ -235,13 +243,11 @@ impl Zab {
                     .proposals_in_flight_max
                     .saturating_sub(in_flight)
             }
-            Phase::Learning(learner)
-                if learner.stage == LearnerStage::Broadcast && !learner.observer =>
-            {
-                self.config
-                    .forwards_in_flight_max
-                    .saturating_sub(learner.forwards.len() as u64)
-            }
+            // Observers forward their clients' commands too; they only do not vote.
+            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => self
+                .config
+                .forwards_in_flight_max
+                .saturating_sub(learner.forwards.len() as u64),
             _ => 0,
         }
     }
@@ -380,9 +386,19 @@ impl Zab {
         self.send(leader, message);
     }
 
-    /// Distinct per process start (the driver seeds each start differently) and per look.
-    fn attempt(&self) -> u64 {
-        self.config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.election_round
+    fn learner_link(&self, epoch: Epoch) -> Link {
+        Link {
+            epoch,
+            attempt: self.attempt(),
+        }
+    }
+
+    /// This process's current try at following a leader.
+    fn attempt(&self) -> Attempt {
+        Attempt {
+            incarnation: self.config.incarnation,
+            round: self.election_round,
+        }
     }
 
     fn lead(&mut self, final_vote: Option<Vote>) {
@@ -418,6 +434,17 @@ impl Zab {
         if from == self.config.me || !self.config.members.contains_key(&from) {
             return;
         }
+        if let Some(link) = message.link() {
+            let admitted = if message.is_to_learner() {
+                link.attempt == self.attempt()
+            } else {
+                let opens = matches!(message, Message::AckEpoch { .. });
+                self.leader_admit(from, link, opens)
+            };
+            if !admitted {
+                return;
+            }
+        }
         match message {
             Message::Vote {
                 round,
@@ -430,9 +457,9 @@ impl Zab {
                 observer,
                 attempt,
             } => self.leader_follower_info(from, accepted_epoch, observer, attempt),
-            Message::NewEpoch { epoch } => self.learner_new_epoch(from, epoch),
+            Message::NewEpoch { link } => self.learner_new_epoch(from, link.epoch),
             Message::AckEpoch {
-                epoch,
+                link,
                 counted,
                 current_epoch,
                 snapshot_position,
@@ -440,7 +467,7 @@ impl Zab {
                 last_position,
             } => self.leader_ack_epoch(
                 from,
-                epoch,
+                link.epoch,
                 Promise {
                     counted,
                     current_epoch,
@@ -452,28 +479,56 @@ impl Zab {
                 },
             ),
             Message::NewLeader {
-                epoch,
+                link,
                 truncate_after,
                 snapshot,
                 entries,
                 commit,
-            } => self.learner_new_leader(from, epoch, truncate_after, snapshot, entries, commit),
+            } => {
+                self.learner_new_leader(from, link.epoch, truncate_after, snapshot, entries, commit)
+            }
             Message::AckNewLeader {
-                epoch,
+                link,
                 last_position,
-            } => self.leader_ack_new_leader(from, epoch, last_position),
+            } => self.leader_ack_new_leader(from, link.epoch, last_position),
             Message::Propose {
-                epoch,
+                link,
                 entries,
                 commit,
                 forwards_taken,
-            } => self.learner_propose(from, epoch, entries, commit, forwards_taken),
-            Message::Ack { epoch, position } => self.leader_ack(from, epoch, position),
+            } => self.learner_propose(from, link.epoch, entries, commit, forwards_taken),
+            Message::Ack { link, position } => self.leader_ack(from, link.epoch, position),
             Message::Forward {
-                epoch,
+                link,
                 first_sequence,
                 payloads,
-            } => self.leader_forward(from, epoch, first_sequence, payloads),
+            } => self.leader_forward(from, link.epoch, first_sequence, payloads),
+        }
+    }
+
+    /// Whether a learner's message belongs to the attempt the leader knows it by. A newer
+    /// attempt replaces the old one (the learner started over, and a lost `FollowerInfo` must
+    /// not keep it out), but only its promise (`opens`) is worth acting on before it syncs.
+    fn leader_admit(&mut self, from: ServerId, link: Link, opens: bool) -> bool {
+        let observer = !self.config.is_participant(from);
+        let now_ms = self.now_ms;
+        let Phase::Leading(leader) = &mut self.phase else {
+            return false;
+        };
+        if link.epoch != leader.epoch {
+            return false;
+        }
+        let peer = leader
+            .peers
+            .entry(from)
+            .or_insert_with(|| Peer::new(observer, link.attempt, 0, now_ms));
+        match link.attempt.cmp(&peer.attempt) {
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Equal => true,
+            std::cmp::Ordering::Greater => {
+                *peer = Peer::new(observer, link.attempt, 0, now_ms);
+                opens
+            }
         }
     }
 
@@ -691,23 +746,39 @@ impl Zab {
         from: ServerId,
         accepted_epoch: Epoch,
         observer: bool,
-        attempt: u64,
+        attempt: Attempt,
     ) {
         let observer = observer || !self.config.is_participant(from);
+        let mut give_up = false;
         self.with_leader(|zab, leader| {
+            if leader.stage == LeaderStage::Broadcast && accepted_epoch > leader.epoch {
+                // It promised a later epoch, to a candidate that never established it, and
+                // may not follow an older one: without a new epoch it would stay out for
+                // good. Elect again; the next epoch will be above its promise.
+                give_up = true;
+                return;
+            }
             let now_ms = zab.now_ms;
             let fresh = Peer::new(observer, attempt, accepted_epoch, now_ms);
             let peer = leader.peers.entry(from).or_insert(fresh);
-            if peer.attempt != attempt {
+            if attempt < peer.attempt {
+                return; // a delayed copy from an attempt the learner has given up
+            }
+            if attempt > peer.attempt {
                 // The learner started over (it timed out, or restarted): forget its progress.
                 *peer = Peer::new(observer, attempt, accepted_epoch, now_ms);
             }
+            peer.accepted_epoch = accepted_epoch;
             peer.last_heard_ms = now_ms;
             if leader.epoch != 0 && peer.promise.is_none() {
-                let epoch = leader.epoch;
-                zab.send(from, Message::NewEpoch { epoch });
+                let link = peer.link(leader.epoch);
+                zab.send(from, Message::NewEpoch { link });
             }
         });
+        if give_up {
+            self.look();
+            return;
+        }
         self.leader_try_choose_epoch();
     }
 
@@ -735,10 +806,13 @@ impl Zab {
             leader.stage = LeaderStage::Promising;
             zab.epochs.accepted = leader.epoch;
             zab.out.push(Action::PersistEpochs(zab.epochs));
-            let epoch = leader.epoch;
-            let informed: Vec<ServerId> = leader.peers.keys().copied().collect();
-            for id in informed {
-                zab.send(id, Message::NewEpoch { epoch });
+            let informed: Vec<(ServerId, Link)> = leader
+                .peers
+                .iter()
+                .map(|(id, peer)| (*id, peer.link(leader.epoch)))
+                .collect();
+            for (id, link) in informed {
+                zab.send(id, Message::NewEpoch { link });
             }
         });
         self.leader_try_fix_history();
@@ -834,7 +908,7 @@ impl Zab {
                 peer.sent = last;
                 peer.awaiting_snapshot = false;
                 let message = Message::NewLeader {
-                    epoch: leader.epoch,
+                    link: peer.link(leader.epoch),
                     truncate_after,
                     snapshot: None,
                     entries,
@@ -872,7 +946,7 @@ impl Zab {
             peer.sent = last;
             peer.sync_sent_ms = zab.now_ms;
             let message = Message::NewLeader {
-                epoch: leader.epoch,
+                link: peer.link(leader.epoch),
                 truncate_after: position,
                 snapshot: Some(SnapshotImage {
                     position,
@@ -997,6 +1071,8 @@ impl Zab {
         if !peer.synced {
             return;
         }
+        // What it has acknowledged it holds, whatever an older plan meant to send.
+        peer.sent = peer.sent.max(peer.acked);
         let last = self.history.last_position();
         while peer.sent < last && peer.sent - peer.acked < self.config.proposals_in_flight_max {
             if peer.sent < self.history.base() {
@@ -1018,7 +1094,7 @@ impl Zab {
             peer.sent = to;
             peer.last_sent_ms = self.now_ms;
             let message = Message::Propose {
-                epoch: leader.epoch,
+                link: peer.link(leader.epoch),
                 entries,
                 commit: self.committed,
                 forwards_taken: peer.forwards_taken,
@@ -1063,15 +1139,15 @@ impl Zab {
     /// follower answers its client only when it learns that the client's write committed.
     fn announce_commit(&mut self, leader: &mut Leader) {
         let now_ms = self.now_ms;
-        let synced: Vec<(ServerId, u64)> = leader
+        let synced: Vec<(ServerId, u64, Link)> = leader
             .peers
             .iter()
             .filter(|(_, peer)| peer.synced)
-            .map(|(id, peer)| (*id, peer.forwards_taken))
+            .map(|(id, peer)| (*id, peer.forwards_taken, peer.link(leader.epoch)))
             .collect();
-        for (id, forwards_taken) in synced {
+        for (id, forwards_taken, link) in synced {
             let message = Message::Propose {
-                epoch: leader.epoch,
+                link,
                 entries: Vec::new(),
                 commit: self.committed,
                 forwards_taken,
@@ -1142,8 +1218,8 @@ impl Zab {
             if resend {
                 self.leader_start_sync(leader, id);
             } else if peer.promise.is_none() && leader.epoch != 0 {
-                let epoch = leader.epoch;
-                self.send(id, Message::NewEpoch { epoch });
+                let link = peer.link(leader.epoch);
+                self.send(id, Message::NewEpoch { link });
             }
             return;
         }
@@ -1159,7 +1235,7 @@ impl Zab {
         if peer.synced && now_ms >= peer.last_sent_ms + heartbeat_ms {
             peer.last_sent_ms = now_ms;
             let message = Message::Propose {
-                epoch: leader.epoch,
+                link: peer.link(leader.epoch),
                 entries: Vec::new(),
                 commit: self.committed,
                 forwards_taken: peer.forwards_taken,
@@ -1219,7 +1295,7 @@ impl Zab {
         learner.last_sent_ms = self.now_ms;
         let base = self.history.base();
         let message = Message::AckEpoch {
-            epoch: learner.epoch,
+            link: self.learner_link(learner.epoch),
             counted,
             current_epoch: self.epochs.current,
             snapshot_position: base,
@@ -1300,7 +1376,7 @@ impl Zab {
                     zab.truncate_log(covered.max(truncate_after));
                 }
             }
-            zab.append_from_leader(entries);
+            let _ = zab.append_from_leader(entries);
             zab.learn_commit(commit);
             if learner.stage == LearnerStage::Broadcast {
                 // Still synchronized: say so at once, with what is durable.
@@ -1319,7 +1395,7 @@ impl Zab {
             self.send(
                 from,
                 Message::AckNewLeader {
-                    epoch,
+                    link: self.learner_link(epoch),
                     last_position,
                 },
             );
@@ -1337,7 +1413,7 @@ impl Zab {
     /// Appends the entries that continue the log. An entry already held with the same epoch is
     /// the same entry (log matching) and is skipped; one held with another epoch was never
     /// committed, and it and everything after it give way to the leader's.
-    fn append_from_leader(&mut self, entries: Vec<Entry>) {
+    fn append_from_leader(&mut self, entries: Vec<Entry>) -> bool {
         let mut fresh = Vec::new();
         for entry in entries {
             let last = self.history.last_position();
@@ -1355,7 +1431,9 @@ impl Zab {
             self.history.append(entry.clone());
             fresh.push(entry);
         }
+        let appended = !fresh.is_empty();
         self.write_entries(fresh);
+        appended
     }
 
     fn learn_commit(&mut self, commit: Position) {
@@ -1380,7 +1458,7 @@ impl Zab {
         self.send(
             leader,
             Message::AckNewLeader {
-                epoch,
+                link: self.learner_link(epoch),
                 last_position,
             },
         );
@@ -1393,7 +1471,13 @@ impl Zab {
         learner.last_ack_ms = self.now_ms;
         let (leader, epoch) = (learner.leader, learner.epoch);
         let position = self.durable;
-        self.send(leader, Message::Ack { epoch, position });
+        self.send(
+            leader,
+            Message::Ack {
+                link: self.learner_link(epoch),
+                position,
+            },
+        );
     }
 
     fn learner_propose(
@@ -1409,9 +1493,16 @@ impl Zab {
             if epoch != learner.epoch || learner.stage != LearnerStage::Broadcast {
                 return;
             }
-            ack = entries.is_empty()
-                && zab.now_ms >= learner.last_ack_ms + zab.config.heartbeat_ms / 2;
-            zab.append_from_leader(entries);
+            let heartbeat = entries.is_empty();
+            let appended = zab.append_from_leader(entries);
+            // Fresh entries are acknowledged once durable. A retransmission of what we hold
+            // (or entries beyond a gap) must be answered now, or the leader never learns
+            // where we are; heartbeats, once per half interval.
+            ack = if heartbeat {
+                zab.now_ms >= learner.last_ack_ms + zab.config.heartbeat_ms / 2
+            } else {
+                !appended
+            };
             zab.learn_commit(commit);
             if forwards_taken > learner.forwards_confirmed {
                 let confirmed = (forwards_taken - learner.forwards_confirmed) as usize;
@@ -1436,7 +1527,7 @@ impl Zab {
         let (leader, epoch) = (learner.leader, learner.epoch);
         for (index, chunk) in payloads.chunks(self.config.message_entries_max).enumerate() {
             let message = Message::Forward {
-                epoch,
+                link: self.learner_link(epoch),
                 first_sequence: first_sequence + (index * self.config.message_entries_max) as u64,
                 payloads: chunk.to_vec(),
             };
@@ -1487,7 +1578,7 @@ impl Zab {
             let (leader, epoch) = (learner.leader, learner.epoch);
             for (index, chunk) in pending.chunks(self.config.message_entries_max).enumerate() {
                 let message = Message::Forward {
-                    epoch,
+                    link: self.learner_link(epoch),
                     first_sequence: first + (index * self.config.message_entries_max) as u64,
                     payloads: chunk.to_vec(),
                 };

@@ -39,6 +39,24 @@ pub struct SnapshotImage {
     pub payload: Bytes,
 }
 
+/// One start-over of a learner: a new process (`incarnation`, which grows with every start)
+/// or a new election round within one. Ordered, so that a leader can tell a learner's current
+/// attempt from the delayed traffic of an earlier one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Attempt {
+    pub incarnation: u64,
+    pub round: u64,
+}
+
+/// Which leader epoch and which learner attempt a message between them belongs to. Each side
+/// drops what belongs to another: without this, a delayed message from a learner's earlier
+/// attempt (a forwarded command, say) would be taken as part of its current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub epoch: Epoch,
+    pub attempt: Attempt,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// Election: the sender's vote in its `round`, and its state. A server that is not
@@ -49,22 +67,20 @@ pub enum Message {
         state: PeerState,
         observer: bool,
     },
-    /// Discovery, learner → prospective leader: "I want to follow you". `attempt` differs
-    /// each time the learner starts over, so a leader tells a retransmission (same attempt)
-    /// from a learner that restarted or looked again (new attempt: forget its progress).
+    /// Discovery, learner → prospective leader: "I want to follow you", in `attempt`.
     FollowerInfo {
         accepted_epoch: Epoch,
         observer: bool,
-        attempt: u64,
+        attempt: Attempt,
     },
     /// Discovery, leader → learner: "promise me this epoch".
-    NewEpoch { epoch: Epoch },
+    NewEpoch { link: Link },
     /// Discovery, learner → leader: the promise (`counted` is false when the learner had
     /// already promised this epoch, which must not count twice), with the learner's history:
     /// its current epoch, the position of its newest snapshot, and its log as runs of
     /// (epoch, first position) after the snapshot, ending at `last_position`.
     AckEpoch {
-        epoch: Epoch,
+        link: Link,
         counted: bool,
         current_epoch: Epoch,
         snapshot_position: Position,
@@ -74,49 +90,54 @@ pub enum Message {
     /// Synchronization, leader → learner: drop entries after `truncate_after` (or replace
     /// everything by `snapshot`), then append `entries`; commit through `commit`.
     NewLeader {
-        epoch: Epoch,
+        link: Link,
         truncate_after: Position,
         snapshot: Option<SnapshotImage>,
         entries: Vec<Entry>,
         commit: Position,
     },
-    /// Synchronization, learner → leader: the history is durable and `epoch` is current.
-    AckNewLeader {
-        epoch: Epoch,
-        last_position: Position,
-    },
+    /// Synchronization, learner → leader: the history is durable and the epoch is current.
+    AckNewLeader { link: Link, last_position: Position },
     /// Broadcast, leader → learner: entries to append (maybe none: then a heartbeat), the
     /// commit position, and how many of the learner's forwards the leader has taken.
     Propose {
-        epoch: Epoch,
+        link: Link,
         entries: Vec<Entry>,
         commit: Position,
         forwards_taken: u64,
     },
     /// Broadcast, learner → leader: durable through `position`.
-    Ack { epoch: Epoch, position: Position },
-    /// Follower → leader: client commands numbered from `first_sequence` (per follower and
-    /// epoch, from 1), so that a retransmission is taken once.
+    Ack { link: Link, position: Position },
+    /// Learner → leader: client commands numbered from `first_sequence` (from 1 in each
+    /// link), so that a retransmission is taken once.
     Forward {
-        epoch: Epoch,
+        link: Link,
         first_sequence: u64,
         payloads: Vec<Bytes>,
     },
 }
 
 impl Message {
-    /// The epoch a post-election message belongs to.
-    pub fn epoch(&self) -> Option<Epoch> {
+    /// The leader epoch and learner attempt a post-election message belongs to.
+    pub fn link(&self) -> Option<Link> {
         match self {
             Message::Vote { .. } | Message::FollowerInfo { .. } => None,
-            Message::NewEpoch { epoch }
-            | Message::AckEpoch { epoch, .. }
-            | Message::NewLeader { epoch, .. }
-            | Message::AckNewLeader { epoch, .. }
-            | Message::Propose { epoch, .. }
-            | Message::Ack { epoch, .. }
-            | Message::Forward { epoch, .. } => Some(*epoch),
+            Message::NewEpoch { link }
+            | Message::AckEpoch { link, .. }
+            | Message::NewLeader { link, .. }
+            | Message::AckNewLeader { link, .. }
+            | Message::Propose { link, .. }
+            | Message::Ack { link, .. }
+            | Message::Forward { link, .. } => Some(*link),
         }
+    }
+
+    /// Sent by a leader to one learner (the others go from a learner to its leader).
+    pub fn is_to_learner(&self) -> bool {
+        matches!(
+            self,
+            Message::NewEpoch { .. } | Message::NewLeader { .. } | Message::Propose { .. }
+        )
     }
 
     /// Bytes of payload carried, for a transport's queue limits.
@@ -166,14 +187,14 @@ impl Message {
                 out.push(2);
                 put_u64(out, *accepted_epoch);
                 out.push(*observer as u8);
-                put_u64(out, *attempt);
+                put_attempt(out, attempt);
             }
-            Message::NewEpoch { epoch } => {
+            Message::NewEpoch { link } => {
                 out.push(3);
-                put_u64(out, *epoch);
+                put_link(out, link);
             }
             Message::AckEpoch {
-                epoch,
+                link,
                 counted,
                 current_epoch,
                 snapshot_position,
@@ -181,7 +202,7 @@ impl Message {
                 last_position,
             } => {
                 out.push(4);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 out.push(*counted as u8);
                 put_u64(out, *current_epoch);
                 put_u64(out, *snapshot_position);
@@ -193,14 +214,14 @@ impl Message {
                 put_u64(out, *last_position);
             }
             Message::NewLeader {
-                epoch,
+                link,
                 truncate_after,
                 snapshot,
                 entries,
                 commit,
             } => {
                 out.push(5);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 put_u64(out, *truncate_after);
                 match snapshot {
                     None => out.push(0),
@@ -215,37 +236,37 @@ impl Message {
                 put_u64(out, *commit);
             }
             Message::AckNewLeader {
-                epoch,
+                link,
                 last_position,
             } => {
                 out.push(6);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 put_u64(out, *last_position);
             }
             Message::Propose {
-                epoch,
+                link,
                 entries,
                 commit,
                 forwards_taken,
             } => {
                 out.push(7);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 put_entries(out, entries);
                 put_u64(out, *commit);
                 put_u64(out, *forwards_taken);
             }
-            Message::Ack { epoch, position } => {
+            Message::Ack { link, position } => {
                 out.push(8);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 put_u64(out, *position);
             }
             Message::Forward {
-                epoch,
+                link,
                 first_sequence,
                 payloads,
             } => {
                 out.push(9);
-                put_u64(out, *epoch);
+                put_link(out, link);
                 put_u64(out, *first_sequence);
                 put_u64(out, payloads.len() as u64);
                 for payload in payloads {
@@ -279,13 +300,13 @@ impl Message {
             2 => Message::FollowerInfo {
                 accepted_epoch: reader.u64()?,
                 observer: reader.bool()?,
-                attempt: reader.u64()?,
+                attempt: reader.attempt()?,
             },
             3 => Message::NewEpoch {
-                epoch: reader.u64()?,
+                link: reader.link()?,
             },
             4 => {
-                let epoch = reader.u64()?;
+                let link = reader.link()?;
                 let counted = reader.bool()?;
                 let current_epoch = reader.u64()?;
                 let snapshot_position = reader.u64()?;
@@ -295,7 +316,7 @@ impl Message {
                     runs.push((reader.u64()?, reader.u64()?));
                 }
                 Message::AckEpoch {
-                    epoch,
+                    link,
                     counted,
                     current_epoch,
                     snapshot_position,
@@ -304,7 +325,7 @@ impl Message {
                 }
             }
             5 => Message::NewLeader {
-                epoch: reader.u64()?,
+                link: reader.link()?,
                 truncate_after: reader.u64()?,
                 snapshot: match reader.u8()? {
                     0 => None,
@@ -319,29 +340,29 @@ impl Message {
                 commit: reader.u64()?,
             },
             6 => Message::AckNewLeader {
-                epoch: reader.u64()?,
+                link: reader.link()?,
                 last_position: reader.u64()?,
             },
             7 => Message::Propose {
-                epoch: reader.u64()?,
+                link: reader.link()?,
                 entries: reader.entries()?,
                 commit: reader.u64()?,
                 forwards_taken: reader.u64()?,
             },
             8 => Message::Ack {
-                epoch: reader.u64()?,
+                link: reader.link()?,
                 position: reader.u64()?,
             },
             9 => {
-                let epoch = reader.u64()?;
+                let link = reader.link()?;
                 let first_sequence = reader.u64()?;
-                let count = reader.count(4)?;
+                let count = reader.count(8)?;
                 let mut payloads = Vec::with_capacity(count);
                 for _ in 0..count {
                     payloads.push(reader.bytes()?);
                 }
                 Message::Forward {
-                    epoch,
+                    link,
                     first_sequence,
                     payloads,
                 }
@@ -353,6 +374,16 @@ impl Message {
         }
         Ok(message)
     }
+}
+
+fn put_attempt(out: &mut Vec<u8>, attempt: &Attempt) {
+    put_u64(out, attempt.incarnation);
+    put_u64(out, attempt.round);
+}
+
+fn put_link(out: &mut Vec<u8>, link: &Link) {
+    put_u64(out, link.epoch);
+    put_attempt(out, &link.attempt);
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -443,6 +474,20 @@ impl Reader {
             return Err(DecodeError::Truncated);
         }
         Ok(self.bytes.split_to(len as usize))
+    }
+
+    fn attempt(&mut self) -> Result<Attempt, DecodeError> {
+        Ok(Attempt {
+            incarnation: self.u64()?,
+            round: self.u64()?,
+        })
+    }
+
+    fn link(&mut self) -> Result<Link, DecodeError> {
+        Ok(Link {
+            epoch: self.u64()?,
+            attempt: self.attempt()?,
+        })
     }
 
     fn vote(&mut self) -> Result<Vote, DecodeError> {

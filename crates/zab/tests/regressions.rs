@@ -65,6 +65,17 @@ fn entry(position: u64, epoch: u64) -> zoolog_zab::Entry {
     }
 }
 
+/// The link between leader 3 and server 1's first attempt (a fresh process, election round 1).
+fn link(epoch: u64) -> zoolog_zab::Link {
+    zoolog_zab::Link {
+        epoch,
+        attempt: zoolog_zab::Attempt {
+            incarnation: 0,
+            round: 1,
+        },
+    }
+}
+
 fn message(from: u64, message: Message) -> Input {
     Input::Message { from, message }
 }
@@ -75,9 +86,9 @@ fn broadcasting_follower() -> Zab {
     let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
     zab.handle(vote(2, 1, 3), 1);
     zab.handle(vote(3, 1, 3), 1);
-    zab.handle(message(3, Message::NewEpoch { epoch: 1 }), 2);
+    zab.handle(message(3, Message::NewEpoch { link: link(1) }), 2);
     let new_leader = Message::NewLeader {
-        epoch: 1,
+        link: link(1),
         truncate_after: 0,
         snapshot: None,
         entries: vec![entry(1, 1), entry(2, 1)],
@@ -93,7 +104,7 @@ fn broadcasting_follower() -> Zab {
     );
     assert!(zab.status().is_serving());
     let propose = Message::Propose {
-        epoch: 1,
+        link: link(1),
         entries: vec![entry(3, 1)],
         commit: 2,
         forwards_taken: 0,
@@ -119,7 +130,7 @@ fn broadcasting_follower() -> Zab {
 fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
     let mut zab = broadcasting_follower();
     let stale = Message::NewLeader {
-        epoch: 1,
+        link: link(1),
         truncate_after: 0,
         snapshot: None,
         entries: vec![entry(1, 1)],
@@ -133,7 +144,7 @@ fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
     assert_eq!(zab.last_logged_position(), 3);
 
     let stale_snapshot = Message::NewLeader {
-        epoch: 1,
+        link: link(1),
         truncate_after: 1,
         snapshot: Some(zoolog_zab::SnapshotImage {
             position: 1,
@@ -163,7 +174,7 @@ fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
 fn a_snapshot_installed_while_serving_leaves_serving_first() {
     let mut zab = broadcasting_follower();
     let resync = Message::NewLeader {
-        epoch: 1,
+        link: link(1),
         truncate_after: 5,
         snapshot: Some(zoolog_zab::SnapshotImage {
             position: 5,
@@ -224,11 +235,11 @@ fn new_leader_carries_the_whole_established_history() {
     let info = Message::FollowerInfo {
         accepted_epoch: 0,
         observer: false,
-        attempt: 9,
+        attempt: link(2).attempt,
     };
     zab.handle(message(2, info), 2);
     let promise = Message::AckEpoch {
-        epoch: 2,
+        link: link(2),
         counted: true,
         current_epoch: 0,
         snapshot_position: 0,
@@ -265,9 +276,9 @@ fn a_snapshot_older_than_what_was_delivered_is_not_installed() {
         observer: false,
     };
     zab.handle(message(3, report), 8);
-    zab.handle(message(3, Message::NewEpoch { epoch: 1 }), 9);
+    zab.handle(message(3, Message::NewEpoch { link: link(1) }), 9);
     let late = Message::NewLeader {
-        epoch: 1,
+        link: link(1),
         truncate_after: 1,
         snapshot: Some(zoolog_zab::SnapshotImage {
             position: 1,
