@@ -23,6 +23,12 @@ disagree, or the answer is not deterministic:
   * writes to /zookeeper/config (reconfig-related special cases).
   * anything timing dependent: session expiry, container/TTL reaping, and requests pipelined
     behind a setACL (Apache checks them against the old ACL while the setACL is in flight).
+
+With ZK_TOPOLOGY=ensemble both sides are 3-server ensembles (every session on the same member,
+the leader or a follower) and two more things are not generated: sync (a zoolog ensemble's zxid
+is a log position and a sync occupies one, so reply zxids after it no longer pair up with
+Apache's, where sync takes no zxid; ordering is unaffected) and reads of /zookeeper/config
+(an ensemble's holds its own, different, ports).
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from zkwire import ACL, Connection, Result, Stat
 SEEDS = [int(s) for s in os.environ.get("ZK_DIFF_SEEDS", "1,2,3,4,5").split(",")]
 OPS_PER_SEED = int(os.environ.get("ZK_DIFF_OPS", "300"))
 SLOTS = 3  # concurrent logical sessions
+ENSEMBLE = os.environ.get("ZK_TOPOLOGY", "standalone") == "ensemble"
 
 SETTINGS = (
     "-Dzookeeper.extendedTypesEnabled=true",
@@ -211,7 +218,7 @@ class Generator:
         if r < 0.05:
             return self.rng.choice(BAD_READ_PATHS if read else BAD_WRITE_PATHS)
         if r < 0.10:
-            return self.rng.choice(SYSTEM_PATHS[:3] if not read else SYSTEM_PATHS)
+            return self.rng.choice(SYSTEM_PATHS[:3] if not read or ENSEMBLE else SYSTEM_PATHS)
         if r < 0.45 and self.seen_paths:
             return self.rng.choice(self.seen_paths)
         depth = self.rng.choice([1, 1, 1, 2, 2, 3])
@@ -278,6 +285,8 @@ class Generator:
             prefix = rng.choice(["/", "", "/a", "/a/b", "/b", "/zookeeper"])
             return z.GET_EPHEMERALS, z.path_body(prefix), f"getEphemerals {prefix!r}"
         path = self.path(read=True)
+        if ENSEMBLE:  # see the module docstring
+            return z.GET_DATA, z.path_body(path, False), f"get {path!r}"
         return z.SYNC, z.path_body(path), f"sync {path!r}"
 
     def multi(self) -> tuple[int, bytes, str]:

@@ -1,5 +1,8 @@
 """kazoo end-to-end: create modes, Stat bookkeeping, versions, children, transactions and the
 error codes kazoo users see (fact sheet §5, §9, §11, §12)."""
+import json
+import re
+
 import pytest
 from kazoo.exceptions import (
     BadArgumentsError,
@@ -16,6 +19,7 @@ from kazoo.protocol.serialization import Create
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from test_kazoo_support import (  # noqa: F401  (fixtures)
+    TOPOLOGY,
     CreateTTL,
     EventRecorder,
     WAIT_S,
@@ -240,10 +244,19 @@ def test_zxids_grow_with_every_write_in_order(zk, base):
     assert first.czxid < second.czxid < third.mzxid
 
 
-def test_builtin_zookeeper_nodes_exist_with_reference_stats(zk):
+def test_builtin_zookeeper_nodes_exist_with_reference_stats(zk, shared_server):
     assert sorted(zk.get_children("/zookeeper")) == ["config", "quota"]
     data, stat = zk.get("/zookeeper/config")
-    assert data == b""  # standalone: no dynamic config
+    if TOPOLOGY == "standalone":
+        assert data == b""  # standalone: no dynamic config
+    else:
+        # An ensemble publishes its membership, as zoo.cfg lists it, then the config version
+        # (Apache 3.8: "server.1=127.0.0.1:Q:E:participant\n...\nversion=0", stat version -1).
+        layout = json.loads((shared_server.directory / "ensemble.json").read_text())
+        want = [f"server.{i}=127.0.0.1:{s['quorum_port']}:{s['election_port']}:{s['role']}"
+                for i, s in sorted(layout["servers"].items(), key=lambda kv: int(kv[0]))]
+        lines = data.decode().splitlines()
+        assert lines[:-1] == want and re.fullmatch(r"version=[0-9a-f]+", lines[-1]), data
     zk_stat = zk.exists("/zookeeper")
     assert (zk_stat.czxid, zk_stat.version, zk_stat.numChildren) == (0, 0, 2)
     assert zk_stat.cversion == -2  # built-in children are not counted as created (§11.4)

@@ -31,6 +31,11 @@ from conftest import Server
 
 KIND = os.environ.get("ZK_KIND", "zoolog")
 
+# ZK_TOPOLOGY=ensemble: tests/zk-server starts a 3-server ensemble and hands out the client port of
+# its leader or of a follower; srvr/stat/mntr then report that member's mode.
+TOPOLOGY = os.environ.get("ZK_TOPOLOGY", "standalone")
+SERVER_MODES = ("standalone",) if TOPOLOGY == "standalone" else ("leader", "follower")
+
 # What the `server` fixture of conftest.py configures; shared_server uses the same settings.
 SUPER_DIGEST_SETTINGS = (
     "-Dzookeeper.extendedTypesEnabled=true",

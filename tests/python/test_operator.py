@@ -17,6 +17,13 @@ pytestmark = pytest.mark.skipif(
     reason="zoolog's metric names; Apache's AdminServer is off in tests/zk-server",
 )
 
+# The standalone operator surface: server role "standalone", an empty voting view, no zab state,
+# no leader. An ensemble member answers these differently (what it answers is not pinned down yet).
+standalone_only = pytest.mark.skipif(
+    os.environ.get("ZK_TOPOLOGY", "standalone") == "ensemble",
+    reason="checks the standalone answers (role, voting_view, zabstate, leader) of the operator surface",
+)
+
 PROMETHEUS_CLASS = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
 
 
@@ -120,6 +127,7 @@ def assert_histograms_are_consistent(families):
             assert total[0] >= 0
 
 
+@standalone_only
 def test_metrics_parse_and_move_with_client_operations(admin_server, client):
     before = scrape(admin_server.admin_port)
     for name in ("HELP", "TYPE"):
@@ -194,6 +202,7 @@ def test_prometheus_provider_port_serves_metrics_only(server_factory):
     assert server.four_letter("ruok") == "imok"
 
 
+@standalone_only
 def test_admin_commands_answer_zookeepers_json(admin_server, client):
     port = admin_server.admin_port
     client.create("/adm", b"v")

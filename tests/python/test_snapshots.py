@@ -8,7 +8,12 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-pytestmark = pytest.mark.skipif(os.environ.get("ZK_KIND", "zoolog") != "zoolog", reason="zoolog's data files")
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("ZK_KIND", "zoolog") != "zoolog", reason="zoolog's data files"),
+    pytest.mark.skipif(os.environ.get("ZK_TOPOLOGY", "standalone") == "ensemble",
+                       reason="reads the snapshot files of one server's data directory and edits its "
+                              "zoo.cfg; ensemble recovery is tested by test_ensemble_faults.py"),
+]
 
 
 def connect(server, **kwargs):

@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -416,9 +420,43 @@ func TestBuiltInZookeeperNodesExist(t *testing.T) {
 	}
 	data, _, err := c.Get("/zookeeper/config")
 	check(t, err)
-	if len(data) != 0 {
-		t.Fatalf("/zookeeper/config in standalone = %q, want empty", data)
+	if !isEnsemble() {
+		if len(data) != 0 {
+			t.Fatalf("/zookeeper/config in standalone = %q, want empty", data)
+		}
+		return
 	}
+	// An ensemble publishes its membership as zoo.cfg lists it, then the config version (Apache
+	// 3.8: "server.1=127.0.0.1:Q:E:participant\n...\nversion=0").
+	want := ensembleServerLines(t, shared)
+	lines := strings.Split(string(data), "\n")
+	last := lines[len(lines)-1]
+	if strings.Join(lines[:len(lines)-1], "\n") != strings.Join(want, "\n") ||
+		!regexp.MustCompile(`^version=[0-9a-f]+$`).MatchString(last) {
+		t.Fatalf("/zookeeper/config in an ensemble = %q, want %q then version=<hex>", data, want)
+	}
+}
+
+// ensembleServerLines reads DIR/ensemble.json (tests/ensemble) of an ensemble started by
+// tests/zk-server and returns its server.N=host:quorum:election:role lines, in id order.
+func ensembleServerLines(t *testing.T, s *zkServer) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(s.dir, "ensemble.json"))
+	check(t, err)
+	var layout struct {
+		Servers map[string]struct {
+			QuorumPort   int    `json:"quorum_port"`
+			ElectionPort int    `json:"election_port"`
+			Role         string `json:"role"`
+		} `json:"servers"`
+	}
+	check(t, json.Unmarshal(raw, &layout))
+	var lines []string
+	for id := 1; id <= len(layout.Servers); id++ {
+		srv := layout.Servers[strconv.Itoa(id)]
+		lines = append(lines, fmt.Sprintf("server.%d=127.0.0.1:%d:%d:%s", id, srv.QuorumPort, srv.ElectionPort, srv.Role))
+	}
+	return lines
 }
 
 func TestSyncEchoesThePath(t *testing.T) {

@@ -35,7 +35,11 @@ func TestFLWSrvrParsesServerStats(t *testing.T) {
 		t.Fatalf("FLWSrvr ok=%v stats=%+v", ok, stats)
 	}
 	s := stats[0]
-	if s.Mode != zk.ModeStandalone {
+	if isEnsemble() {
+		if s.Mode != zk.ModeLeader && s.Mode != zk.ModeFollower {
+			t.Errorf("Mode = %v, want leader or follower (ZK_TOPOLOGY=ensemble)", s.Mode)
+		}
+	} else if s.Mode != zk.ModeStandalone {
 		t.Errorf("Mode = %v, want standalone", s.Mode)
 	}
 	if s.Version == "" || s.BuildTime.IsZero() {

@@ -31,8 +31,11 @@ const waitTimeout = 30 * time.Second
 const suiteWatchdog = 5 * time.Minute
 
 var (
-	kind   = envOr("ZK_KIND", "zoolog")
-	shared *zkServer // started by TestMain; extended types on, container reaper every second
+	kind = envOr("ZK_KIND", "zoolog")
+	// topology is ZK_TOPOLOGY: standalone (default) or ensemble, where tests/zk-server starts a
+	// 3-server ensemble and hands out the client port of its leader or of a follower.
+	topology = envOr("ZK_TOPOLOGY", "standalone")
+	shared   *zkServer // started by TestMain; extended types on, container reaper every second
 )
 
 func envOr(k, def string) string {
@@ -43,6 +46,8 @@ func envOr(k, def string) string {
 }
 
 func isApache() bool { return kind == "apache" }
+
+func isEnsemble() bool { return topology == "ensemble" }
 
 // skipOnApache skips a case that checks ZooKeeper 3.9 behaviour which the installed Apache
 // ZooKeeper 3.8.0 does not have yet.

@@ -151,8 +151,14 @@ func TestUnimplementedFeaturesReportErrorCodes(t *testing.T) {
 	if ok, _, _ := c.Exists("/ttl"); ok {
 		t.Fatal("rejected TTL create left a node behind")
 	}
-	_, err = c.Reconfig([]string{"server.1=127.0.0.1:2888:3888;2181"}, -1)
-	wantCode(t, "Reconfig on a standalone server with reconfig enabled", err, -6)
+	if isEnsemble() {
+		// Apache 3.8 validates this config (and refuses it with BADARGUMENTS); zoolog does not
+		// implement dynamic reconfiguration of an ensemble yet (README), so no answer is pinned.
+		t.Log("ZK_TOPOLOGY=ensemble: the Reconfig case is for a standalone server; skipped")
+	} else {
+		_, err = c.Reconfig([]string{"server.1=127.0.0.1:2888:3888;2181"}, -1)
+		wantCode(t, "Reconfig on a standalone server with reconfig enabled", err, -6)
+	}
 	// The connection keeps working after the errors.
 	_, err = c.Create("/after", nil, 0, openACL)
 	check(t, err)
