@@ -17,6 +17,7 @@ import org.apache.zookeeper.ZooKeeper;
 import org.apache.zookeeper.data.ClientInfo;
 import org.apache.zookeeper.data.Stat;
 import org.junit.jupiter.api.Test;
+import zoolog.e2e.support.ZkServer;
 import zoolog.e2e.support.ZkTestBase;
 
 /** create/create2/delete/exists/getData/setData/getChildren(2)/sync and the Stat bookkeeping they expose. */
@@ -229,7 +230,16 @@ class NodeOperationsTest extends ZkTestBase {
         assertTrue(zk.getChildren("/zookeeper", false).containsAll(List.of("quota", "config")));
         Stat st = new Stat();
         byte[] config = zk.getConfig(false, st);
-        assertEquals(0, config == null ? 0 : config.length, "standalone config is empty");
+        if (ZkServer.isEnsemble()) {
+            // An ensemble publishes its membership as zoo.cfg lists it, then the config version
+            // (Apache 3.8: "server.1=127.0.0.1:Q:E:participant\n...\nversion=0").
+            List<String> want = ZkServer.ensembleServerLines(server.dir());
+            List<String> lines = List.of(new String(config == null ? new byte[0] : config, StandardCharsets.UTF_8).split("\n"));
+            assertEquals(want, lines.subList(0, Math.max(0, lines.size() - 1)), "ensemble config: " + lines);
+            assertTrue(lines.get(lines.size() - 1).matches("version=[0-9a-f]+"), "ensemble config: " + lines);
+        } else {
+            assertEquals(0, config == null ? 0 : config.length, "standalone config is empty");
+        }
         assertNotNull(zk.exists("/zookeeper/quota", false));
     }
 

@@ -34,6 +34,30 @@ public final class ZkServer {
         return k == null || k.isEmpty() ? "zoolog" : k;
     }
 
+    /**
+     * ZK_TOPOLOGY: "standalone" (default) or "ensemble", where tests/zk-server starts a 3-server
+     * ensemble and hands out the client port of its leader or of a follower.
+     */
+    public static boolean isEnsemble() {
+        return "ensemble".equals(System.getenv("ZK_TOPOLOGY"));
+    }
+
+    /** The server.N=... lines of an ensemble started by tests/zk-server in dir (as member 1's zoo.cfg lists them). */
+    public static List<String> ensembleServerLines(Path dir) {
+        try {
+            List<String> lines = new ArrayList<>();
+            for (String line : Files.readAllLines(dir.resolve("s1").resolve("zoo.cfg"))) {
+                if (line.startsWith("server.")) {
+                    lines.add(line.trim());
+                }
+            }
+            lines.sort(java.util.Comparator.comparingInt(l -> Integer.parseInt(l.substring(7, l.indexOf('=')))));
+            return lines;
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     public static Path repoRoot() {
         String prop = System.getProperty("zoolog.repo.root");
         Path start = prop != null ? Path.of(prop) : Path.of("").toAbsolutePath();
