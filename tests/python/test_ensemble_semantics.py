@@ -1,0 +1,260 @@
+"""What a client of a replicated ensemble relies on, checked with kazoo against real processes:
+sessions that move between servers and expire once for everyone, observers, read-only mode, and
+sync-then-read that stays linearizable when the leader is cut off.
+
+One ensemble of 3 participants and 1 observer behind the fault proxy (tests/ensemble) serves the
+whole module; every test leaves it healed with a quorum. ZK_KIND=apache runs the same tests
+against Debian's ZooKeeper, except where ZooKeeper is known to fall short (said at the test).
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NotReadOnlyCallError
+from kazoo.retry import KazooRetry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
+from ensemble import Ensemble, four_letter  # noqa: E402
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(os.environ.get("ZK_ENSEMBLE", "1") == "0",
+                       reason="ZK_ENSEMBLE=0: this server build cannot run a replicated ensemble"),
+]
+
+KIND = os.environ.get("ZK_KIND", "zoolog")
+OBSERVER = 4
+
+
+@pytest.fixture(scope="module")
+def ens():
+    root = tempfile.mkdtemp(prefix="zoolog-semantics-")
+    ensemble = Ensemble.create(root, 3, observers=1, proxy=True,
+                               settings={"-Dreadonlymode.enabled": "true"})
+    try:
+        ensemble.up(timeout_s=90)
+        yield ensemble
+    finally:
+        ensemble.destroy()
+        if os.environ.get("ZK_ENSEMBLE_KEEP") != "1":
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def healed(ens):
+    yield
+    ens.heal()
+    for sid in ens.ids:
+        if not ens.running(sid):
+            ens.start(sid)
+    ens.wait_quorum(timeout_s=60)
+
+
+def client(hosts, **options):
+    options.setdefault("timeout", 10)
+    c = KazooClient(hosts=hosts, **options)
+    c.start(timeout=15)
+    return c
+
+
+def wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def follower(ens):
+    leader = ens.leader()
+    return next(sid for sid in ens.participants if sid != leader)
+
+
+def exists_everywhere(ens, path):
+    """Whether each running server, after a sync, holds path."""
+    found = {}
+    for sid in ens.ids:
+        if not ens.running(sid):
+            continue
+        c = client(ens.hosts(sid))
+        try:
+            c.sync(path)
+            found[sid] = c.exists(path) is not None
+        finally:
+            c.stop()
+            c.close()
+    return found
+
+
+def test_writes_through_every_server_are_seen_by_every_server(ens):
+    clients = {sid: client(ens.hosts(sid)) for sid in ens.ids}
+    try:
+        clients[ens.leader()].ensure_path("/all")
+        for sid, c in clients.items():
+            c.create(f"/all/from-{sid}", str(sid).encode())
+        for sid, c in clients.items():
+            c.sync("/all")
+            assert sorted(c.get_children("/all")) == sorted(f"from-{i}" for i in ens.ids), sid
+    finally:
+        for c in clients.values():
+            c.stop()
+            c.close()
+
+
+def test_a_session_moves_to_another_server_and_keeps_its_ephemerals(ens):
+    first = follower(ens)
+    second = next(sid for sid in ens.participants if sid != first)
+    c = client(f"{ens.hosts(first)},{ens.hosts(second)}", randomize_hosts=False,
+               connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5))
+    try:
+        c.ensure_path("/moves")
+        c.create("/moves/eph", b"mine", ephemeral=True)
+        session = c.client_id[0]
+        ens.kill(first)
+        # The client reconnects to the second server with the same session.
+        wait_for(lambda: c.connected and c.client_id[0] == session, 20, "the session to resume")
+        # Until kazoo notices the dead socket a request may still go out on it and be lost.
+        c.retry(c.set, "/moves/eph", b"still mine")
+        assert c.client_id[0] == session
+        assert exists_everywhere(ens, "/moves/eph") == {sid: True for sid in ens.ids if sid != first}
+    finally:
+        c.stop()
+        c.close()
+
+
+HOLDER = """
+import sys, time
+from kazoo.client import KazooClient
+c = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[3]))
+c.start(timeout=15)
+c.ensure_path('/live')
+c.create(sys.argv[2], b'x', ephemeral=True)
+print('created', flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere(ens):
+    """A session whose client talks only to a non-voting server must not expire while it talks
+    (its liveness reaches whoever decides expiry), and when its process dies without a word its
+    ephemerals vanish from every server."""
+    timeout_s = 2.0
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, ens.hosts(OBSERVER), "/live/held",
+                               str(timeout_s)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "created"
+        time.sleep(4 * timeout_s)
+        assert exists_everywhere(ens, "/live/held") == {sid: True for sid in ens.ids}
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        started = time.monotonic()
+        wait_for(lambda: not any(exists_everywhere(ens, "/live/held").values()),
+                 timeout_s + 20, "the dead session's ephemeral to go everywhere")
+        print(f"ephemeral gone {time.monotonic() - started:.2f}s after the client died")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_server_cut_off_from_the_quorum_serves_read_only_sessions_and_rejoins(ens):
+    cut = follower(ens)
+    writer = client(ens.hosts(ens.leader()))
+    try:
+        writer.create("/ro", b"before")
+        writer.sync("/ro")
+        # Let the soon-isolated server apply the create before it is cut off.
+        wait_for(lambda: exists_everywhere(ens, "/ro").get(cut), 10, "the create to reach it")
+        ens.isolate(cut)
+        wait_for(lambda: four_letter(ens.client_port(cut), "isro") == "ro", 30,
+                 "the isolated server to turn read-only")
+        reader = client(ens.hosts(cut), read_only=True)
+        try:
+            assert reader.get("/ro")[0] == b"before"
+            with pytest.raises(NotReadOnlyCallError):
+                reader.set("/ro", b"nope")
+            # Writable sessions are refused: a client that may not read stale data goes elsewhere.
+            strict = KazooClient(hosts=ens.hosts(cut), timeout=5)
+            with pytest.raises(Exception):
+                strict.start(timeout=3)
+            strict.stop()
+            strict.close()
+        finally:
+            reader.stop()
+            reader.close()
+        writer.set("/ro", b"after")
+        ens.heal()
+        wait_for(lambda: four_letter(ens.client_port(cut), "isro") == "rw", 30,
+                 "the healed server to rejoin")
+        back = client(ens.hosts(cut))
+        try:
+            back.sync("/ro")
+            assert back.get("/ro")[0] == b"after"
+            back.set("/ro", b"written through the rejoined server")
+        finally:
+            back.stop()
+            back.close()
+    finally:
+        writer.stop()
+        writer.close()
+
+
+@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's sync is not linearizable across a "
+                    "leader change (ZOOKEEPER-1675, Jepsen 2019): not a property to test it for")
+def test_sync_then_read_never_returns_stale_data_from_a_deposed_leader(ens):
+    """The leader is cut off from the others while a client of it keeps asking sync-then-read;
+    the others elect a new leader and take a write. No sync-then-read that returns after that
+    write was acknowledged may miss it: a cut-off leader cannot order the sync, so it answers
+    nothing (and the client moves on) rather than something stale."""
+    old = ens.leader()
+    others = [sid for sid in ens.participants if sid != old]
+    setup = client(ens.hosts(old))
+    setup.ensure_path("/lin")
+    setup.set("/lin", b"old")
+    setup.stop()
+    setup.close()
+    # The reader starts on the old leader and moves on to the others when it is dropped.
+    reader = KazooClient(hosts=",".join(ens.hosts(sid) for sid in [old] + others),
+                         randomize_hosts=False, timeout=10)
+    reader.start(timeout=10)
+    assert reader.get("/lin")[0] == b"old"
+    writer = client(",".join(ens.hosts(sid) for sid in others),
+                    connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5))
+    try:
+        ens.partition([old], others + [OBSERVER])
+        acknowledged_at = None
+        deadline = time.monotonic() + 30
+        while acknowledged_at is None and time.monotonic() < deadline:
+            try:
+                writer.set_async("/lin", b"new").get(timeout=5)
+                acknowledged_at = time.monotonic()
+            except Exception:  # connection loss, timeout: the write may not have happened
+                time.sleep(0.05)
+        assert acknowledged_at is not None, "the majority never took the write"
+        stale = []
+        answered = 0
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                reader.sync_async("/lin").get(timeout=2)
+                value = reader.get_async("/lin").get(timeout=2)[0]
+            except Exception:  # no answer from a server that cannot order anything
+                time.sleep(0.1)
+                continue
+            answered += 1
+            if value != b"new":
+                stale.append(value)
+        assert not stale, f"sync then read on the deposed leader returned {stale}"
+        assert answered > 0, "the reader never got an answer anywhere"
+    finally:
+        reader.stop()
+        reader.close()
+        writer.stop()
+        writer.close()
