@@ -68,7 +68,9 @@ pub enum Input {
     },
     /// The ordering layer replaced this server's state with a snapshot (a learner that fell
     /// too far behind its leader); committed entries continue after it.
-    InstallSnapshot { tree: DataTree },
+    InstallSnapshot {
+        tree: DataTree,
+    },
     /// This server's part in ordering changed.
     Role(Role),
     Tick,
@@ -81,9 +83,17 @@ pub enum Role {
     /// An ensemble member without an established leader (electing or synchronizing): it
     /// orders nothing, and serves only read-only sessions (when read-only mode is enabled).
     Looking,
-    Leader { epoch: u64 },
-    Follower { leader: u64, epoch: u64 },
-    Observer { leader: u64, epoch: u64 },
+    Leader {
+        epoch: u64,
+    },
+    Follower {
+        leader: u64,
+        epoch: u64,
+    },
+    Observer {
+        leader: u64,
+        epoch: u64,
+    },
 }
 
 impl Role {

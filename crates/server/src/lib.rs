@@ -13,8 +13,8 @@
 pub mod admin;
 pub mod auth;
 pub mod config;
-pub mod ensemble;
 pub mod core;
+pub mod ensemble;
 pub mod four_letter;
 mod http;
 pub mod json;

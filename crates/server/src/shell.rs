@@ -115,7 +115,8 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
         tail_entries = recovered.tail.len(),
         "recovered"
     );
-    let recovered_snapshot = snapshot_record(recovered.snapshot.as_ref(), log.snapshot_store().dir());
+    let recovered_snapshot =
+        snapshot_record(recovered.snapshot.as_ref(), log.snapshot_store().dir());
     let result = serve(
         config,
         OrderingLog::Single(log.clone()),
