@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::config::ServerConfig;
-use crate::core::OperatorAction;
+use crate::core::{OperatorAction, Role};
 use crate::four_letter::{self, DirSizes, View};
 use crate::json::Json;
 
@@ -133,8 +133,7 @@ fn data(
         )],
         "is_read_only" => vec![("read_only", Json::Bool(view.is_read_only()))],
         "last_snapshot" => last_snapshot(view),
-        // A standalone ZooKeeper is no quorum server and answers exactly this.
-        "leader" => return Err("server is not initialized".to_owned()),
+        "leader" => leader(view)?,
         "monitor" => four_letter::monitor_values(view),
         "server_stats" => server_stats(view, dirs),
         "stats" => {
@@ -420,4 +419,28 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count);
     }
+}
+
+/// ZooKeeper's `leader`: who leads this server's quorum. A standalone server is no quorum
+/// server, and one without a leader has none to name; both answer as ZooKeeper does.
+fn leader(view: &View<'_>) -> Result<Vec<(&'static str, Json)>, String> {
+    let leader_id = match view.role {
+        Role::Leader { .. } => u64::from(view.config.server_id),
+        Role::Follower { leader, .. } | Role::Observer { leader, .. } => leader,
+        Role::Standalone | Role::Looking => return Err("server is not initialized".to_owned()),
+    };
+    let leader_ip = view
+        .config
+        .ensemble
+        .as_ref()
+        .and_then(|ensemble| ensemble.members.get(&leader_id))
+        .map_or(Json::Null, |peer| Json::str(peer.host.as_str()));
+    Ok(vec![
+        (
+            "is_leader",
+            Json::Bool(matches!(view.role, Role::Leader { .. })),
+        ),
+        ("leader_id", Json::Int(leader_id as i64)),
+        ("leader_ip", leader_ip),
+    ])
 }

@@ -9,6 +9,36 @@
 //! It must never decide the outcome of a write itself (that is the deterministic apply's job,
 //! identical on every server), never block its core task on IO, and never let one client's bad
 //! input or slowness affect another client.
+//!
+//! ## Sessions across an ensemble, and why they are safe
+//!
+//! Every server of an ensemble applies the same log, so every server knows every session; what
+//! differs is where its client is connected. The rules (entries defined in `zoolog-tree`, whose
+//! docs give the apply-side argument):
+//! - **Creation and takeover are log entries.** A new session is a `CreateSession` entry; a
+//!   client reconnecting anywhere takes its session over with an `Attach` entry carrying its
+//!   password (checked at apply) and its new connection's owner token. The server answers the
+//!   handshake only when that entry has been applied *here*: it is ordered after everything
+//!   committed when it was appended, which includes every zxid the client has seen, so the
+//!   server has caught up to the client's lastZxidSeen by construction. Writes still in flight
+//!   from the connection the client left carry the old owner and, ordered after the `Attach`,
+//!   fail with SESSIONMOVED: they cannot overtake the client's new requests (FIFO holds).
+//! - **Liveness is reported, expiry is decided once.** Each server appends, every half tick, one
+//!   `Touch` entry naming the sessions active on it lately. Only the leader (or a standalone
+//!   server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
+//!   where P is the session's last sign of life the leader has applied. Any sign of life ordered
+//!   between P and the expiry cancels it on every replica alike, so a session whose client keeps
+//!   talking to *any* server that reaches the quorum is never expired, two leaders racing (an
+//!   old one not yet deposed) can only cancel expiries, and an expiry that does apply removes the
+//!   session's ephemerals on every server at the same log position. A new leader gives every
+//!   session a full timeout, as ZooKeeper does.
+//! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
+//!   its writable clients' connections (their pending requests may or may not commit, which is
+//!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps
+//!   accepting read-only sessions, which live only in its memory and end when it rejoins.
+//! - **`sync` is a log entry** in an ensemble: its reply leaves only after it is applied here,
+//!   so everything committed before the sync was ordered is visible to the reads after it, on
+//!   any server and across leader changes (a deposed leader cannot order it at all).
 
 pub mod admin;
 pub mod auth;

@@ -223,6 +223,7 @@ fn full_zoo_cfg_with_every_key() {
          znode.container.checkIntervalMs=5000\r\n\
          znode.container.maxNeverUsedIntervalMs=0\r\n\
          zookeeper.nio.sessionlessCnxnTimeout=2500\r\n\
+         readonlymode.enabled=true\r\n\
          standaloneEnabled=true\r\n\
          admin.enableServer=false\r\n",
         log = log.display()
@@ -249,6 +250,7 @@ fn full_zoo_cfg_with_every_key() {
         extended_types_enabled: true,
         enforce_quota: true,
         skip_acl: true,
+        read_only_mode_enabled: true,
         container_check_interval_ms: 5000,
         container_never_used_ms: 0,
         handshake_timeout_ms: 2500,
