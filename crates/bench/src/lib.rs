@@ -16,7 +16,7 @@ mod options;
 mod plot;
 mod progress;
 mod report;
-mod servers;
+pub mod servers;
 mod stats;
 mod workloads;
 
@@ -28,7 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use control::Signal;
 use options::{Command, Options};
 use progress::Progress;
-use servers::ServerKind;
+use servers::{Ensemble, ServerKind};
 use stats::Measurement;
 
 /// The servers `--compare` measures, in this order (never at the same time: the machine the
@@ -76,7 +76,59 @@ async fn bench(options: Options) -> ExitCode {
     let mut results = Vec::new();
     let mut settings = Vec::new();
     let mut failed = false;
-    if options.compare {
+    if let Some(servers) = options.ensemble {
+        let kinds: &[ServerKind] = if options.compare {
+            &COMPARED
+        } else {
+            &[ServerKind::Zoolog]
+        };
+        for &kind in kinds {
+            if interrupt.is_set() {
+                break;
+            }
+            progress.println(format!(
+                "starting a {servers}-server {} ensemble…",
+                kind.label()
+            ));
+            let started = async {
+                let ensemble = Ensemble::create(kind, servers, 0, None)?;
+                ensemble.up().await?;
+                Ok::<_, String>(ensemble)
+            };
+            let ensemble = tokio::select! {
+                started = started => started,
+                () = interrupt.wait() => Err("interrupted while starting".into()),
+            };
+            match ensemble {
+                Ok(ensemble) => {
+                    settings.push(format!("{}: {}", kind.label(), ensemble.settings()));
+                    let spread: Vec<String> = ensemble
+                        .members()
+                        .iter()
+                        .map(|member| member.hosts())
+                        .collect();
+                    failed |= !measure(
+                        Target {
+                            server: kind.label(),
+                            hosts: &ensemble.connect_string(),
+                            spread: &spread,
+                            ensemble: Some(&ensemble),
+                        },
+                        &options,
+                        &interrupt,
+                        &progress,
+                        &mut results,
+                    )
+                    .await;
+                    ensemble.stop_all();
+                }
+                Err(error) => {
+                    progress.println(format!("zoolog bench: {} ensemble: {error}", kind.label()));
+                    failed = true;
+                }
+            }
+        }
+    } else if options.compare {
         for kind in COMPARED {
             if interrupt.is_set() {
                 break;
@@ -91,8 +143,12 @@ async fn bench(options: Options) -> ExitCode {
                         server.data_dir().display()
                     ));
                     failed |= !measure(
-                        kind.label(),
-                        &server.hosts,
+                        Target {
+                            server: kind.label(),
+                            hosts: &server.hosts,
+                            spread: &[],
+                            ensemble: None,
+                        },
                         &options,
                         &interrupt,
                         &progress,
@@ -109,8 +165,12 @@ async fn bench(options: Options) -> ExitCode {
     } else {
         settings.push(format!("{TARGET_LABEL}: {}", options.servers));
         failed = !measure(
-            TARGET_LABEL,
-            &options.servers,
+            Target {
+                server: TARGET_LABEL,
+                hosts: &options.servers,
+                spread: &[],
+                ensemble: None,
+            },
             &options,
             &interrupt,
             &progress,
@@ -140,19 +200,31 @@ async fn bench(options: Options) -> ExitCode {
     }
 }
 
+/// What one series of measurements runs against.
+struct Target<'a> {
+    /// The name of the server list in the results.
+    server: &'a str,
+    hosts: &'a str,
+    /// One server per entry, for sessions spread round-robin; empty: every session uses `hosts`.
+    spread: &'a [String],
+    ensemble: Option<&'a Ensemble>,
+}
+
 /// Runs every selected workload against one server list; false if any of them failed (the
 /// points measured before the failure are kept).
 async fn measure(
-    server: &str,
-    hosts: &str,
+    target: Target<'_>,
     options: &Options,
     interrupt: &Signal,
     progress: &Progress,
     results: &mut Vec<Measurement>,
 ) -> bool {
+    let server = target.server;
     let context = workloads::Context {
         server,
-        hosts,
+        hosts: target.hosts,
+        spread: target.spread,
+        ensemble: target.ensemble,
         options,
         interrupt,
         progress,
@@ -212,6 +284,13 @@ fn write_results(
             "\n### zoolog / Apache ZooKeeper\n\n{}",
             report::ratios_table(&ratios)
         );
+        if let Some(servers) = options.ensemble {
+            let _ = write!(
+                summary,
+                "\n### Targets ({servers}-server ensembles)\n\n{}",
+                report::ensemble_targets(results)
+            );
+        }
     }
     match plot::write_throughput_plot(out_dir, results) {
         Ok(Some(path)) => {
@@ -247,6 +326,14 @@ fn describe_run(options: &Options, settings: &[String]) -> String {
     text.push_str(
         "- the benchmark client runs on the same machine as the server and shares its cores\n",
     );
+    if let Some(servers) = options.ensemble {
+        let _ = writeln!(
+            text,
+            "- {servers}-server ensembles, measured one after the other; sessions spread \
+             round-robin over the servers; leader-kill: {} trials",
+            options.leader_kills
+        );
+    }
     text
 }
 

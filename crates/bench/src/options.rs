@@ -10,7 +10,13 @@ pub const USAGE: &str = "usage: zoolog bench [options]
   --servers H:P,...       ZooKeeper-compatible servers to measure (default 127.0.0.1:2181)
   --compare               start Apache ZooKeeper and zoolog in temp dirs instead, measure both
                           one after the other, print the ratios zoolog/Apache
-  --workload NAME|all     throughput, creates, barrier, recipes or all (default all)
+  --ensemble N            start N-server ensembles instead of standalone servers (zoolog, and
+                          Apache's QuorumPeerMain too with --compare), one after the other;
+                          sessions are spread over the servers round-robin. Defaults then:
+                          --workload throughput,creates,leader-kill --read-ratios 0,0.7,1
+  --leader-kills N        leader-kill: trials, each kill -9 of the leader (default 5)
+  --workload NAME|all     throughput, creates, barrier, recipes, leader-kill (ensembles only)
+                          or all (every one but leader-kill; default)
   --duration-s N          measured seconds per point (default 10)
   --warmup-s N            unmeasured seconds before each point (default 2)
   --sessions N            throughput: client sessions (default 20)
@@ -39,6 +45,9 @@ pub struct Options {
     pub barrier_clients: Vec<usize>,
     pub recipe_clients: usize,
     pub out: Option<PathBuf>,
+    /// Servers per ensemble; `None` for standalone servers.
+    pub ensemble: Option<usize>,
+    pub leader_kills: usize,
 }
 
 impl Default for Options {
@@ -57,6 +66,8 @@ impl Default for Options {
             barrier_clients: vec![10, 50],
             recipe_clients: 2,
             out: None,
+            ensemble: None,
+            leader_kills: 5,
         }
     }
 }
@@ -73,9 +84,12 @@ const SESSIONS_MAX: usize = 1000;
 const OUTSTANDING_MAX: usize = 10_000;
 const VALUE_BYTES_MAX: usize = 1 << 20;
 const DURATION_S_MAX: f64 = 3600.0;
+const ENSEMBLE_SERVERS_MAX: usize = 9;
+const LEADER_KILLS_MAX: usize = 100;
 
 pub fn parse(args: &[String]) -> Result<Command, String> {
     let mut options = Options::default();
+    let mut given = Vec::new();
     let mut args = args.iter();
     while let Some(flag) = args.next() {
         if matches!(flag.as_str(), "-h" | "--help") {
@@ -87,6 +101,24 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         apply(&mut options, flag, value)?;
+        given.push(flag.as_str());
+    }
+    if options.ensemble.is_some() {
+        if !given.contains(&"--workload") {
+            options.workloads = vec![
+                Workload::Throughput,
+                Workload::Creates,
+                Workload::LeaderKill,
+            ];
+        }
+        if !given.contains(&"--read-ratios") {
+            options.read_ratios = vec![0.0, 0.7, 1.0];
+        }
+        if given.contains(&"--servers") {
+            return Err("--ensemble starts its own servers; it takes no --servers".into());
+        }
+    } else if options.workloads.contains(&Workload::LeaderKill) {
+        return Err("the leader-kill workload needs --ensemble N".into());
     }
     Ok(Command::Bench(Box::new(options)))
 }
@@ -109,6 +141,16 @@ fn apply(options: &mut Options, flag: &str, value: &str) -> Result<(), String> {
         }
         "--recipe-clients" => options.recipe_clients = parse_count(flag, value, SESSIONS_MAX)?,
         "--out" => options.out = Some(PathBuf::from(value)),
+        "--ensemble" => {
+            let servers = parse_count(flag, value, ENSEMBLE_SERVERS_MAX)?;
+            if servers < 3 {
+                return Err(format!(
+                    "{flag}: an ensemble here has 3 to {ENSEMBLE_SERVERS_MAX} servers"
+                ));
+            }
+            options.ensemble = Some(servers);
+        }
+        "--leader-kills" => options.leader_kills = parse_count(flag, value, LEADER_KILLS_MAX)?,
         _ => return Err(format!("unknown option {flag}")),
     }
     Ok(())
@@ -217,6 +259,38 @@ mod tests {
             "--bogus 1",
             "--out",
             "--read-ratios ,",
+        ] {
+            assert!(parse_words(line).is_err(), "{line} was accepted");
+        }
+    }
+
+    #[test]
+    fn an_ensemble_changes_the_defaults() {
+        let Ok(Command::Bench(options)) = parse_words("--ensemble 3 --compare") else {
+            panic!("did not parse");
+        };
+        assert_eq!(options.ensemble, Some(3));
+        assert_eq!(
+            options.workloads,
+            vec![
+                Workload::Throughput,
+                Workload::Creates,
+                Workload::LeaderKill
+            ]
+        );
+        assert_eq!(options.read_ratios, vec![0.0, 0.7, 1.0]);
+        let Ok(Command::Bench(options)) =
+            parse_words("--ensemble 5 --workload creates --read-ratios 0.5 --leader-kills 3")
+        else {
+            panic!("did not parse");
+        };
+        assert_eq!(options.workloads, vec![Workload::Creates]);
+        assert_eq!(options.read_ratios, vec![0.5]);
+        assert_eq!(options.leader_kills, 3);
+        for line in [
+            "--workload leader-kill",
+            "--ensemble 2",
+            "--ensemble 3 --servers a:1",
         ] {
             assert!(parse_words(line).is_err(), "{line} was accepted");
         }

@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::stats::{Measurement, Workload};
 
 pub const CSV_HEADER: &str = "server,workload,point,x,operations,errors,elapsed_s,rate_per_s,\
-latency_mean_ms,latency_p50_ms,latency_p99_ms,latency_p999_ms,complete";
+latency_mean_ms,latency_p50_ms,latency_p99_ms,latency_p999_ms,complete,latency_max_ms";
 
 pub fn to_csv(rows: &[&Measurement]) -> String {
     let mut csv = format!("{CSV_HEADER}\n");
@@ -29,6 +29,7 @@ pub fn to_csv(rows: &[&Measurement]) -> String {
             optional_ms(latency.p99_ms),
             optional_ms(latency.p999_ms),
             row.complete.to_string(),
+            optional_ms(latency.max_ms),
         ];
         csv.push_str(&fields.join(","));
         csv.push('\n');
@@ -60,12 +61,16 @@ fn rows_of(results: &[Measurement], workload: Workload) -> Vec<&Measurement> {
 /// One Markdown table per workload that has rows.
 pub fn results_tables(results: &[Measurement]) -> String {
     let mut text = String::new();
-    for workload in Workload::ALL {
+    for workload in Workload::EVERY {
         let rows = rows_of(results, workload);
         if rows.is_empty() {
             continue;
         }
         let _ = writeln!(text, "\n### {}\n", workload_title(workload));
+        if workload == Workload::LeaderKill {
+            text.push_str(&leader_kill_table(&rows));
+            continue;
+        }
         let _ = writeln!(
             text,
             "| server | point | {}/s | p50 ms | p99 ms | p99.9 ms | mean ms | errors |",
@@ -98,7 +103,31 @@ fn workload_title(workload: Workload) -> &'static str {
         Workload::Creates => "Synchronous creates, asynchronous deletes (ZooKeeper paper, Table 2)",
         Workload::Barrier => "Double barriers in lock-step (ZooKeeper paper, Table 3)",
         Workload::Recipes => "Recipe latency (shared-log paper, Table 1; approximate)",
+        Workload::LeaderKill => {
+            "Unavailability after kill -9 of the leader (kill to first successful write)"
+        }
     }
+}
+
+fn leader_kill_table(rows: &[&Measurement]) -> String {
+    let mut text = String::from(
+        "| server | trials | median ms | max ms | mean ms | failed trials |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let latency = row.latency;
+        let _ = writeln!(
+            text,
+            "| {} | {}{} | {} | {} | {} | {} |",
+            row.server,
+            row.operations,
+            if row.complete { "" } else { " (cut short)" },
+            table_ms(latency.p50_ms),
+            table_ms(latency.max_ms),
+            table_ms(latency.mean_ms),
+            row.errors
+        );
+    }
+    text
 }
 
 /// Whole numbers for large values (rates), two decimals for small ones (milliseconds).
@@ -142,6 +171,16 @@ const COMPARED_METRICS: [(&str, MetricReader); 3] = [
     ("p99 ms (lower is better)", |row| row.latency.p99_ms),
 ];
 
+/// The metrics compared for the leader-kill trials.
+const LEADER_KILL_METRICS: [(&str, MetricReader); 2] = [
+    ("median ms to the first write (lower is better)", |row| {
+        row.latency.p50_ms
+    }),
+    ("max ms to the first write (lower is better)", |row| {
+        row.latency.max_ms
+    }),
+];
+
 /// Ratios for every point measured on both "zoolog" and "apache", where both values are there
 /// and Apache's is not zero.
 pub fn ratios(results: &[Measurement]) -> Vec<Ratio> {
@@ -152,7 +191,12 @@ pub fn ratios(results: &[Measurement]) -> Vec<Ratio> {
         }) else {
             continue;
         };
-        for (metric, read) in COMPARED_METRICS {
+        let metrics: &[(&'static str, MetricReader)] = if zoolog.workload == Workload::LeaderKill {
+            &LEADER_KILL_METRICS
+        } else {
+            &COMPARED_METRICS
+        };
+        for &(metric, read) in metrics {
             if let (Some(zoolog_value), Some(apache_value)) = (read(zoolog), read(apache)) {
                 if apache_value > 0.0 {
                     ratios.push(Ratio {
@@ -167,6 +211,81 @@ pub fn ratios(results: &[Measurement]) -> Vec<Ratio> {
         }
     }
     ratios
+}
+
+/// The issue's targets for 3-server ensembles, checked against a `--ensemble --compare` run:
+/// one line per target and point, with both values, the ratio and whether it is met.
+pub fn ensemble_targets(results: &[Measurement]) -> String {
+    let find = |server: &str, workload: Workload, point: &str| {
+        results
+            .iter()
+            .find(|row| row.server == server && row.workload == workload && row.point == point)
+    };
+    let mut text = String::from(
+        "| target | point | zoolog | Apache | zoolog/Apache | met |\n|---|---|---:|---:|---:|---|\n",
+    );
+    let mut line = |target: &str,
+                    point: &str,
+                    zoolog: Option<f64>,
+                    apache: Option<f64>,
+                    met: &dyn Fn(f64, f64) -> bool| {
+        let (Some(zoolog), Some(apache)) = (zoolog, apache) else {
+            return;
+        };
+        let ratio = if apache > 0.0 {
+            format!("{:.2}", zoolog / apache)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(
+            text,
+            "| {target} | {point} | {} | {} | {ratio} | {} |",
+            format_number(zoolog),
+            format_number(apache),
+            if met(zoolog, apache) { "yes" } else { "**no**" }
+        );
+    };
+    for (read_ratio, target, factor) in [
+        ("0", "throughput ≥ 3× (writes)", 3.0),
+        ("0.7", "throughput ≥ 2.5× at 70% reads", 2.5),
+    ] {
+        let point = format!("read_ratio={read_ratio}");
+        let rate = |server| find(server, Workload::Throughput, &point).map(Measurement::rate_per_s);
+        line(target, &point, rate("zoolog"), rate("apache"), &|z, a| {
+            z >= factor * a
+        });
+    }
+    let p99_rows = results
+        .iter()
+        .filter(|row| row.server == "zoolog")
+        .filter(|row| matches!(row.workload, Workload::Throughput | Workload::Creates));
+    for zoolog in p99_rows {
+        let apache = find("apache", zoolog.workload, &zoolog.point);
+        line(
+            &format!("{} p99 ms ≤ ⅓ of Apache's", zoolog.workload.name()),
+            &zoolog.point,
+            zoolog.latency.p99_ms,
+            apache.and_then(|row| row.latency.p99_ms),
+            &|z, a| 3.0 * z <= a,
+        );
+    }
+    let kill = |server| find(server, Workload::LeaderKill, "kill -9 leader").map(|row| row.latency);
+    let (zoolog, apache) = (kill("zoolog"), kill("apache"));
+    line(
+        "leader kill to first write < 200 ms",
+        "median ms",
+        zoolog.and_then(|l| l.p50_ms),
+        apache.and_then(|l| l.p50_ms),
+        &|z, _| z < 200.0,
+    );
+    line(
+        "leader kill to first write < 200 ms",
+        "max ms",
+        zoolog.and_then(|l| l.max_ms),
+        apache.and_then(|l| l.max_ms),
+        &|z, _| z < 200.0,
+    );
+    text
 }
 
 pub fn ratios_table(ratios: &[Ratio]) -> String {
@@ -210,7 +329,7 @@ pub fn ratios_csv(ratios: &[Ratio]) -> String {
 
 /// Writes `<workload>.csv` for every workload with rows, and `results.csv` with all of them.
 pub fn write_csv_files(out_dir: &Path, results: &[Measurement]) -> io::Result<()> {
-    for workload in Workload::ALL {
+    for workload in Workload::EVERY {
         let rows = rows_of(results, workload);
         if !rows.is_empty() {
             fs::write(
@@ -271,6 +390,7 @@ mod tests {
                 p50_ms: Some(p50_ms),
                 p99_ms: Some(p50_ms * 2.0),
                 p999_ms: None,
+                max_ms: None,
             },
             complete: true,
         }
@@ -284,7 +404,7 @@ mod tests {
         assert_eq!(lines[0], CSV_HEADER);
         assert_eq!(
             lines[1],
-            "zoolog,throughput,read_ratio=0.5,0.5,1000,1,2.000,500.0,1.250,1.250,2.500,,true"
+            "zoolog,throughput,read_ratio=0.5,0.5,1000,1,2.000,500.0,1.250,1.250,2.500,,true,"
         );
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1].split(',').count(), CSV_HEADER.split(',').count());

@@ -74,6 +74,7 @@ impl LatencyHistogram {
             p50_ms: percentile_ms(0.50),
             p99_ms: percentile_ms(0.99),
             p999_ms: percentile_ms(0.999),
+            max_ms: percentile_ms(1.0),
         }
     }
 }
@@ -112,6 +113,7 @@ pub struct LatencySummary {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
 }
 
 /// The workloads, named as on the command line.
@@ -125,14 +127,25 @@ pub enum Workload {
     Barrier,
     /// Table 1 of the shared-log paper: barrier, lock, queue and query latency.
     Recipes,
+    /// An ensemble only: the time from kill -9 of the leader to the first successful write.
+    LeaderKill,
 }
 
 impl Workload {
+    /// What `--workload all` runs: every workload that needs no ensemble.
     pub const ALL: [Workload; 4] = [
         Workload::Throughput,
         Workload::Creates,
         Workload::Barrier,
         Workload::Recipes,
+    ];
+    /// Every workload, in report order.
+    pub const EVERY: [Workload; 5] = [
+        Workload::Throughput,
+        Workload::Creates,
+        Workload::Barrier,
+        Workload::Recipes,
+        Workload::LeaderKill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -141,6 +154,7 @@ impl Workload {
             Workload::Creates => "creates",
             Workload::Barrier => "barrier",
             Workload::Recipes => "recipes",
+            Workload::LeaderKill => "leader-kill",
         }
     }
 
@@ -151,11 +165,12 @@ impl Workload {
             Workload::Creates => "creates",
             Workload::Barrier => "barriers",
             Workload::Recipes => "recipe ops",
+            Workload::LeaderKill => "trials",
         }
     }
 
     pub fn parse(name: &str) -> Option<Workload> {
-        Workload::ALL
+        Workload::EVERY
             .into_iter()
             .find(|workload| workload.name() == name)
     }
@@ -282,7 +297,7 @@ mod tests {
 
     #[test]
     fn workload_names_round_trip() {
-        for workload in Workload::ALL {
+        for workload in Workload::EVERY {
             assert_eq!(Workload::parse(workload.name()), Some(workload));
         }
         assert_eq!(Workload::parse("nope"), None);

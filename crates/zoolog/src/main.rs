@@ -2,7 +2,10 @@
 //!
 //! The one binary. `zoolog serve [--config FILE] [-Dname=value ...]` runs a standalone server;
 //! with no arguments it listens on 127.0.0.1:2181 and keeps its data in `./zoolog-data`.
+//! `zoolog ensemble up N` runs a local N-server ensemble of such servers for development.
 //! It owns command-line parsing and process setup only; everything else lives in the crates.
+
+mod ensemble;
 
 use std::process::ExitCode;
 
@@ -11,6 +14,7 @@ use zoolog_server::ServerConfig;
 const USAGE: &str = "usage: zoolog serve [--config FILE] [-Dname=value ...]
        zoolog shell [-server host:port[,host:port...]] [-c command]
        zoolog bench [--help]
+       zoolog ensemble up N [--observers M] [--dir DIR]   (a local ensemble for development)
 
   --config FILE   a zoo.cfg (Java properties) or a .toml file
   -Dname=value    a ZooKeeper system property (also read from SERVER_JVMFLAGS)
@@ -23,6 +27,7 @@ fn main() -> ExitCode {
         Some("serve") => serve(&args[1..]),
         Some("shell") => zoolog_shell::run(&args[1..]),
         Some("bench") => zoolog_bench::run(&args[1..]),
+        Some("ensemble") => ensemble::run(&args[1..]),
         Some("--version" | "version") => {
             println!(
                 "zoolog {} (ZooKeeper {} wire protocol)",

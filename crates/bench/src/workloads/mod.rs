@@ -3,6 +3,7 @@
 
 mod barrier;
 mod creates;
+mod leader_kill;
 mod recipes;
 mod throughput;
 
@@ -17,6 +18,7 @@ use zoolog_client::{open_acl_unsafe, Client, ClientOptions, CreateMode, Error, E
 use crate::control::{Signal, Window};
 use crate::options::Options;
 use crate::progress::Progress;
+use crate::servers::Ensemble;
 use crate::stats::{LatencyHistogram, Measurement, Workload};
 
 /// Every node the benchmark creates lives under this one.
@@ -33,6 +35,11 @@ pub struct Context<'a> {
     /// The name of the server list in the results.
     pub server: &'a str,
     pub hosts: &'a str,
+    /// What each session connects to, round-robin: one server each in an ensemble (so that
+    /// the sessions spread over all of them), else the whole list.
+    pub spread: &'a [String],
+    /// The ensemble the benchmark started, if it did.
+    pub ensemble: Option<&'a Ensemble>,
     pub options: &'a Options,
     pub interrupt: &'a Signal,
     pub progress: &'a Progress,
@@ -66,8 +73,11 @@ impl Context<'_> {
         requests_outstanding_max: usize,
     ) -> Result<Vec<Client>, Error> {
         let mut connecting = JoinSet::new();
-        for _ in 0..count {
-            let hosts = self.hosts.to_string();
+        for index in 0..count {
+            let hosts = match self.spread.len() {
+                0 => self.hosts.to_string(),
+                servers => self.spread[index % servers].clone(),
+            };
             let options = client_options(requests_outstanding_max);
             connecting.spawn(async move { Client::connect(&hosts, options).await });
         }
@@ -94,6 +104,7 @@ pub fn planned_points(workload: Workload, options: &Options) -> usize {
         Workload::Creates => options.create_workers.len(),
         Workload::Barrier => options.barrier_clients.len(),
         Workload::Recipes => recipes::RECIPES.len(),
+        Workload::LeaderKill => options.leader_kills,
     }
 }
 
@@ -103,19 +114,31 @@ pub async fn run(
     workload: Workload,
     context: &Context<'_>,
     results: &mut Vec<Measurement>,
-) -> Result<(), Error> {
-    let admin = context.connect(SETUP_OUTSTANDING).await?;
+) -> Result<(), String> {
+    let text = |error: Error| error.to_string();
+    let admin = context.connect(SETUP_OUTSTANDING).await.map_err(text)?;
     let workload_root = format!("{ROOT}/{}", workload.name());
-    delete_tree(&admin, &workload_root).await?;
-    create_if_absent(&admin, ROOT).await?;
-    create_if_absent(&admin, &workload_root).await?;
+    delete_tree(&admin, &workload_root).await.map_err(text)?;
+    create_if_absent(&admin, ROOT).await.map_err(text)?;
+    create_if_absent(&admin, &workload_root)
+        .await
+        .map_err(text)?;
     let outcome = match workload {
-        Workload::Throughput => throughput::run(context, &admin, &workload_root, results).await,
-        Workload::Creates => creates::run(context, &workload_root, results).await,
-        Workload::Barrier => barrier::run(context, &workload_root, results).await,
-        Workload::Recipes => recipes::run(context, &admin, &workload_root, results).await,
+        Workload::Throughput => throughput::run(context, &admin, &workload_root, results)
+            .await
+            .map_err(text),
+        Workload::Creates => creates::run(context, &workload_root, results)
+            .await
+            .map_err(text),
+        Workload::Barrier => barrier::run(context, &workload_root, results)
+            .await
+            .map_err(text),
+        Workload::Recipes => recipes::run(context, &admin, &workload_root, results)
+            .await
+            .map_err(text),
+        Workload::LeaderKill => leader_kill::run(context, &admin, &workload_root, results).await,
     };
-    let cleaned = delete_tree(&admin, &workload_root).await;
+    let cleaned = delete_tree(&admin, &workload_root).await.map_err(text);
     // ROOT is shared by the workloads; the last one out removes it.
     let _ = delete_if_present(&admin, ROOT).await;
     let _ = admin.close().await;
