@@ -287,7 +287,13 @@ pub struct Core {
     pub metrics: Metrics,
     trace_mask: i64,
     out: Vec<Output>,
+    /// Where new session passwords come from: OS randomness unless a driver that must be
+    /// deterministic (the simulator) injects its own with [`Core::set_password_source`].
+    password_source: Option<PasswordSource>,
 }
+
+/// Makes the bytes of a new session password.
+pub type PasswordSource = Box<dyn FnMut() -> Vec<u8> + Send>;
 
 const SESSION_PASSWORD_BYTES: usize = 16;
 
@@ -329,7 +335,13 @@ impl Core {
             metrics: Metrics::default(),
             trace_mask: DEFAULT_TRACE_MASK,
             out: Vec::new(),
+            password_source: None,
         }
+    }
+
+    /// Replaces OS randomness as the source of session passwords (for a deterministic driver).
+    pub fn set_password_source(&mut self, source: PasswordSource) {
+        self.password_source = Some(source);
     }
 
     /// Feeds one input; the outputs it caused are returned in the order they must happen.
@@ -538,10 +550,13 @@ impl Core {
         self.close(connection);
     }
 
-    fn new_password() -> Vec<u8> {
-        (0..SESSION_PASSWORD_BYTES)
-            .map(|_| rand::random::<u8>())
-            .collect()
+    fn new_password(&mut self) -> Vec<u8> {
+        match &mut self.password_source {
+            Some(source) => source(),
+            None => (0..SESSION_PASSWORD_BYTES)
+                .map(|_| rand::random::<u8>())
+                .collect(),
+        }
     }
 
     /// A session on a server cut off from its quorum: served from the local tree, never
@@ -561,7 +576,7 @@ impl Core {
             let id = (i64::from(self.config.server_id) << 56)
                 | (1 << 55)
                 | self.local_sessions_made as i64;
-            (id, Self::new_password())
+            (id, self.new_password())
         } else {
             match self.tree.session(request.session_id) {
                 Some(info) if info.password == request.password => {
@@ -621,7 +636,7 @@ impl Core {
     }
 
     fn begin_session(&mut self, connection: ConnectionId, timeout_ms: i32) {
-        let password = Self::new_password();
+        let password = self.new_password();
         self.pending_handshakes.insert(password.clone(), connection);
         let state = self
             .connections
@@ -768,12 +783,13 @@ impl Core {
     /// client learns of it when it reconnects, as in ZooKeeper.
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
-        let expired: Vec<i64> = self
+        let mut expired: Vec<i64> = self
             .sessions
             .iter()
             .filter(|(_, s)| !s.closing && !s.expiring && s.deadline_ms <= now_ms)
             .map(|(&id, _)| id)
             .collect();
+        expired.sort_unstable(); // hash-map order would make the log differ from run to run
         for session_id in expired {
             let Some(info) = self.tree.session(session_id) else {
                 continue; // a local read-only session: nothing in the log to expire
@@ -804,12 +820,13 @@ impl Core {
     /// Read-only sessions are only in this server's memory: they simply end.
     fn forget_expired_local_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
-        let gone: Vec<(i64, Option<ConnectionId>)> = self
+        let mut gone: Vec<(i64, Option<ConnectionId>)> = self
             .sessions
             .iter()
             .filter(|(id, s)| s.deadline_ms <= now_ms && self.tree.session(**id).is_none())
             .map(|(id, s)| (*id, s.connection))
             .collect();
+        gone.sort_unstable();
         for (session_id, connection) in gone {
             self.sessions.remove(&session_id);
             if let Some(connection) = connection {
@@ -1332,7 +1349,8 @@ impl Core {
     /// The ordering layer replaced the state: this server was too far behind its leader. Its
     /// clients reconnect, and their watches catch up through setWatches.
     fn install_snapshot(&mut self, tree: DataTree) {
-        let connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
+        let mut connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
+        connections.sort_unstable();
         for connection in connections {
             self.close(connection);
         }
@@ -1350,13 +1368,14 @@ impl Core {
         self.role = role;
         if was_serving != role.is_serving() {
             let drop_read_only = role.is_serving();
-            let doomed: Vec<ConnectionId> = self
+            let mut doomed: Vec<ConnectionId> = self
                 .connections
                 .iter()
                 .filter(|(_, c)| c.read_only == drop_read_only || c.phase != Phase::Open)
                 .filter(|(_, c)| c.phase != Phase::AwaitingHandshake)
                 .map(|(id, _)| *id)
                 .collect();
+            doomed.sort_unstable();
             for connection in doomed {
                 self.close(connection);
             }
