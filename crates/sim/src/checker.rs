@@ -69,6 +69,9 @@ pub struct Checker {
     pub commands: BTreeMap<(u64, u64), Command>,
     pub max_acked: Position,
     pub acked: u64,
+    /// Core mode: payloads are Core's log entries, not client commands; only agreement
+    /// is checked here (the rest in [`crate::zkcheck`]).
+    pub opaque: bool,
 }
 
 impl Checker {
@@ -92,13 +95,13 @@ impl Checker {
         );
     }
 
-    /// A server delivered `payload` at `position`.
+    /// A server delivered `payload` at `position`; true when it extends the common sequence.
     pub fn delivered(
         &mut self,
         server: u64,
         position: Position,
         payload: &Bytes,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let len = self.sequence.len() as Position;
         if position <= len {
             let agreed = &self.sequence[(position - 1) as usize];
@@ -109,12 +112,18 @@ impl Checker {
                     decode_payload(agreed)
                 ));
             }
-            return Ok(());
+            return Ok(false);
         }
         if position != len + 1 {
             return Err(format!(
                 "server {server} delivered position {position}, beyond the common sequence ending at {len}"
             ));
+        }
+        if self.opaque {
+            let hash = mix(self.hashes[len as usize], payload);
+            self.sequence.push(payload.clone());
+            self.hashes.push(hash);
+            return Ok(true);
         }
         let Some(key) = decode_payload(payload) else {
             return Err(format!(
@@ -135,7 +144,7 @@ impl Checker {
         let hash = mix(self.hashes[len as usize], payload);
         self.sequence.push(payload.clone());
         self.hashes.push(hash);
-        Ok(())
+        Ok(true)
     }
 
     pub fn acknowledged(

@@ -22,8 +22,37 @@ pub mod node;
 pub mod queue;
 pub mod rng;
 mod world;
+pub mod zkcheck;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What the servers run and what the clients speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Clients submit opaque commands to each server's Zab directly.
+    Zab,
+    /// Each server runs the real front end (`zoolog_server::core::Core`, with the real data
+    /// tree) over its Zab; clients speak the ZooKeeper wire protocol to it.
+    Core,
+}
+
+impl Mode {
+    /// Without `--mode`, even seeds run Zab mode and odd seeds core mode.
+    pub fn for_seed(seed: u64) -> Mode {
+        if seed % 2 == 0 {
+            Mode::Zab
+        } else {
+            Mode::Core
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Zab => "zab",
+            Mode::Core => "core",
+        }
+    }
+}
 
 /// How to run a seed; the defaults are what CI runs.
 #[derive(Debug, Clone)]
@@ -34,6 +63,8 @@ pub struct Options {
     pub faults_ms: Option<u64>,
     /// How long after the faults stop the ensemble has to converge.
     pub liveness_ms: u64,
+    /// Force a mode (default: [`Mode::for_seed`]).
+    pub mode: Option<Mode>,
 }
 
 impl Default for Options {
@@ -42,6 +73,7 @@ impl Default for Options {
             trace: false,
             faults_ms: None,
             liveness_ms: 10_000,
+            mode: None,
         }
     }
 }
@@ -52,6 +84,9 @@ impl Options {
         let mut command = format!("cargo run -p zoolog-sim --release -- --seed {seed}");
         if let Some(ms) = self.faults_ms {
             command.push_str(&format!(" --faults-ms {ms}"));
+        }
+        if let Some(mode) = self.mode {
+            command.push_str(&format!(" --mode {}", mode.name()));
         }
         if self.liveness_ms != Options::default().liveness_ms {
             command.push_str(&format!(" --liveness-ms {}", self.liveness_ms));

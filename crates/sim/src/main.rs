@@ -3,11 +3,12 @@
 //! - `--seeds N [--from S]`: a soak over seeds S..S+N (default from 0), reporting failures.
 //! - `--seed S [--trace]`: one seed, with every event printed when tracing.
 //! - `--faults-ms MS`, `--liveness-ms MS`: override the phase lengths.
+//! - `--mode zab|core`: force a mode (default: even seeds zab, odd seeds core).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use zoolog_sim::{run_seed, Options};
+use zoolog_sim::{run_seed, Mode, Options};
 
 fn main() -> ExitCode {
     let mut options = Options::default();
@@ -28,8 +29,18 @@ fn main() -> ExitCode {
             "--faults-ms" => options.faults_ms = Some(value("--faults-ms")),
             "--liveness-ms" => options.liveness_ms = value("--liveness-ms"),
             "--trace" => options.trace = true,
+            "--mode" => {
+                options.mode = match args.next().as_deref() {
+                    Some("zab") => Some(Mode::Zab),
+                    Some("core") => Some(Mode::Core),
+                    _ => {
+                        eprintln!("--mode needs zab or core");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             other => {
-                eprintln!("unknown argument {other}; usage: zoolog-sim (--seed S [--trace] | --seeds N [--from S]) [--faults-ms MS] [--liveness-ms MS]");
+                eprintln!("unknown argument {other}; usage: zoolog-sim (--seed S [--trace] | --seeds N [--from S]) [--mode zab|core] [--faults-ms MS] [--liveness-ms MS]");
                 return ExitCode::from(2);
             }
         }

@@ -1,7 +1,13 @@
 //! One simulated server: a [`Zab`] machine (absent while crashed), its disk, and a tiny
 //! replicated state machine (the position applied and a hash of everything applied).
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
+use zoolog_log::{AppendError, OrderingLayer};
+use zoolog_server::core::Core;
 use zoolog_zab::{Config, Position, Status, Zab};
 
 use crate::checker::mix;
@@ -20,13 +26,14 @@ impl StateMachine {
         Bytes::from(bytes)
     }
 
+    /// The header of a snapshot payload; in core mode the data tree's bytes follow it.
     pub fn from_snapshot(payload: &[u8]) -> Option<StateMachine> {
-        if payload.len() != 16 {
+        if payload.len() < 16 {
             return None;
         }
         Some(StateMachine {
             applied: u64::from_be_bytes(payload[..8].try_into().ok()?),
-            hash: u64::from_be_bytes(payload[8..].try_into().ok()?),
+            hash: u64::from_be_bytes(payload[8..16].try_into().ok()?),
         })
     }
 
@@ -58,6 +65,65 @@ pub struct Node {
     /// When the last scheduled fsync completes (completions stay in append order).
     pub fsync_at: u64,
     pub restart_at: Option<u64>,
+    /// Core mode: the real front end over this server's Zab (absent while crashed).
+    pub front: Option<Front>,
+}
+
+/// The real `zoolog_server::core::Core` of a server, and the ordering layer it appends to.
+pub struct Front {
+    pub core: Core,
+    pub layer: Arc<SimLayer>,
+}
+
+/// The ordering layer a simulated server's Core appends to: a bounded queue the simulator
+/// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
+/// ensemble driver does; what is queued while Zab is not serving is dropped, as there.
+pub struct SimLayer {
+    pub queue: Mutex<VecDeque<Bytes>>,
+    pub capacity: usize,
+    pub committed: AtomicU64,
+}
+
+impl SimLayer {
+    pub fn new(capacity: usize, committed: Position) -> SimLayer {
+        SimLayer {
+            queue: Mutex::new(VecDeque::new()),
+            capacity,
+            committed: AtomicU64::new(committed),
+        }
+    }
+
+    pub fn take(&self, count: usize) -> Vec<Bytes> {
+        let mut queue = self.queue.lock().unwrap();
+        let count = count.min(queue.len());
+        queue.drain(..count).collect()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.lock().unwrap().len()
+    }
+
+    pub fn clear(&self) -> usize {
+        let mut queue = self.queue.lock().unwrap();
+        let n = queue.len();
+        queue.clear();
+        n
+    }
+}
+
+impl OrderingLayer for SimLayer {
+    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
+        let mut queue = self.queue.lock().unwrap();
+        if queue.len() >= self.capacity {
+            return Err(AppendError::Full);
+        }
+        queue.push_back(entry);
+        Ok(())
+    }
+
+    fn committed_position(&self) -> Position {
+        self.committed.load(Ordering::Acquire)
+    }
 }
 
 impl Node {

@@ -16,7 +16,9 @@ use crate::network::{NetConfig, Network};
 use crate::node::{Node, StateMachine};
 use crate::queue::EventQueue;
 use crate::rng::Rng;
-use crate::{Options, Report};
+use crate::{Mode, Options, Report};
+
+mod zk;
 
 /// A run that needs more events than this is stuck in a storm of messages or timers.
 const EVENTS_MAX: u64 = 3_000_000;
@@ -54,6 +56,20 @@ enum Event {
     },
     EndFaults,
     Check,
+    /// Core mode: the front end's timer.
+    CoreTick {
+        node: usize,
+        life: u64,
+    },
+    /// Core mode: a frame (or, with none, the end of the stream) on a client connection.
+    ZkToServer {
+        conn: u64,
+        frame: Option<Vec<u8>>,
+    },
+    ZkToClient {
+        conn: u64,
+        frame: Option<Vec<u8>>,
+    },
 }
 
 impl Event {
@@ -69,6 +85,9 @@ impl Event {
             Event::Restart { node } => (8, *node as u64),
             Event::EndFaults => (9, 0),
             Event::Check => (10, 0),
+            Event::CoreTick { node, .. } => (11, *node as u64),
+            Event::ZkToServer { conn, frame } => (12, conn << 1 | frame.is_some() as u64),
+            Event::ZkToClient { conn, frame } => (13, conn << 1 | frame.is_some() as u64),
         }
     }
 }
@@ -107,6 +126,9 @@ pub(crate) struct World {
     events: u64,
     trace_hash: u64,
     done: bool,
+    /// Core mode: the real front end on every server, ZooKeeper clients.
+    zk: Option<Box<zk::ZkState>>,
+    pumping: bool,
 }
 
 fn fnv(hash: u64, value: u64) -> u64 {
@@ -158,6 +180,7 @@ impl World {
                 status: Status::Looking,
                 fsync_at: 0,
                 restart_at: None,
+                front: None,
             })
             .collect::<Vec<_>>();
         let net_config = if benign {
@@ -180,6 +203,12 @@ impl World {
             });
         }
         let faults_ms = options.faults_ms.unwrap_or_else(|| rng.range(1_000, 3_000));
+        let mode = options.mode.unwrap_or_else(|| Mode::for_seed(seed));
+        let zk = (mode == Mode::Core).then(|| {
+            clients.clear();
+            let members: Vec<(u64, bool)> = nodes.iter().map(|n| (n.id, n.observer)).collect();
+            Box::new(zk::ZkState::new(&mut rng, &members, tick_ms))
+        });
         World {
             seed,
             trace: options.trace,
@@ -199,7 +228,10 @@ impl World {
             nodes,
             net,
             clients,
-            checker: Checker::new(),
+            checker: Checker {
+                opaque: zk.is_some(),
+                ..Checker::new()
+            },
             phase: Phase::Faults,
             benign,
             next_connection: 1,
@@ -212,6 +244,8 @@ impl World {
             events: 0,
             trace_hash: 0xCBF2_9CE4_8422_2325,
             done: false,
+            zk,
+            pumping: false,
         }
     }
 
@@ -247,7 +281,11 @@ impl World {
         for idx in 0..self.nodes.len() {
             self.start(idx)?;
         }
-        for client in 0..self.clients.len() {
+        let client_count = match &self.zk {
+            Some(zk) => zk.clients.len(),
+            None => self.clients.len(),
+        };
+        for client in 0..client_count {
             let delay = self.rng.range(0, 10_000);
             self.at(delay, Event::ClientStep { client });
         }
@@ -283,6 +321,9 @@ impl World {
                     node.id, node.machine.applied, node.machine.hash
                 ));
             }
+        }
+        if self.zk.is_some() {
+            self.zk_finish()?;
         }
         Ok(())
     }
@@ -369,7 +410,19 @@ impl World {
                     self.feed(node, Input::PeerDisconnected { peer })?;
                 }
             }
+            Event::ClientStep { client } if self.zk.is_some() => self.zk_client_step(client)?,
             Event::ClientStep { client } => self.client_step(client)?,
+            Event::CoreTick { node, life } => {
+                if self.nodes[node].front.is_some() && self.nodes[node].life == life {
+                    let tick = self.zk.as_ref().unwrap().core_tick_us();
+                    let delay = self.rng.range(tick.0, tick.1);
+                    self.at(delay, Event::CoreTick { node, life });
+                    self.core_input(node, zoolog_server::core::Input::Tick)?;
+                    self.pump(node)?;
+                }
+            }
+            Event::ZkToServer { conn, frame } => self.zk_to_server(conn, frame)?,
+            Event::ZkToClient { conn, frame } => self.zk_to_client(conn, frame)?,
             Event::Fault => self.fault()?,
             Event::Restart { node } => {
                 if !self.nodes[node].is_up() && self.nodes[node].restart_at == Some(self.now) {
@@ -421,6 +474,9 @@ impl World {
         });
         let (zab, actions) = Zab::new(config, recovered, now_ms);
         self.nodes[idx].zab = Some(zab);
+        if self.zk.is_some() {
+            self.start_front(idx)?;
+        }
         let delay = self.rng.range(self.tick_us.0, self.tick_us.1);
         self.at(delay, Event::Tick { node: idx, life });
         self.execute(idx, actions)?;
@@ -443,6 +499,9 @@ impl World {
         });
         self.crashes += 1;
         self.end_connections(idx);
+        if self.zk.is_some() {
+            self.crash_front(idx);
+        }
         if self.net.config.notify_disconnect {
             let id = self.nodes[idx].id;
             for other in 0..self.nodes.len() {
@@ -479,7 +538,11 @@ impl World {
         let actions = zab.handle(input, now_ms);
         self.trace_hash = fnv(self.trace_hash, actions.len() as u64);
         self.execute(idx, actions)?;
-        self.maybe_snapshot(idx)
+        self.maybe_snapshot(idx)?;
+        if self.zk.is_some() {
+            self.pump(idx)?;
+        }
+        Ok(())
     }
 
     fn execute(&mut self, idx: usize, actions: Vec<Action>) -> Result<(), String> {
@@ -560,10 +623,26 @@ impl World {
                             self.nodes[idx].machine.applied
                         ));
                     }
+                    let tree = match &self.zk {
+                        Some(zk) => Some(
+                            zoolog_tree::DataTree::decode_snapshot(&payload[16..], zk.tree_config())
+                                .map_err(|e| format!("server {id} installs a snapshot whose tree does not decode: {e}"))?,
+                        ),
+                        None => None,
+                    };
                     let node = &mut self.nodes[idx];
                     node.disk.install(position, epoch, payload);
                     node.machine = machine;
                     node.last_snapshot = position;
+                    if let Some(front) = &node.front {
+                        front
+                            .layer
+                            .committed
+                            .store(position, std::sync::atomic::Ordering::Release);
+                    }
+                    if let Some(tree) = tree {
+                        self.core_input(idx, zoolog_server::core::Input::InstallSnapshot { tree })?;
+                    }
                 }
                 Action::LoadSnapshot { peer } => {
                     let life = self.nodes[idx].life;
@@ -583,13 +662,42 @@ impl World {
                             .machine
                             .apply(position, &payload)
                             .map_err(|e| format!("server {id}: {e}"))?;
-                        self.checker.delivered(id, position, &payload)?;
-                        self.acknowledge(idx, position, &payload)?;
+                        let new = self.checker.delivered(id, position, &payload)?;
+                        if self.zk.is_none() {
+                            self.acknowledge(idx, position, &payload)?;
+                            continue;
+                        }
+                        if new {
+                            self.zk
+                                .as_mut()
+                                .unwrap()
+                                .checker
+                                .committed(position, &payload)?;
+                        }
+                        if let Some(front) = &self.nodes[idx].front {
+                            front
+                                .layer
+                                .committed
+                                .store(position, std::sync::atomic::Ordering::Release);
+                        }
+                        self.core_input(
+                            idx,
+                            zoolog_server::core::Input::Committed {
+                                position: position as i64,
+                                entry: payload,
+                            },
+                        )?;
                     }
                 }
                 Action::StatusChanged(status) => {
                     self.nodes[idx].status = status;
                     self.end_connections(idx);
+                    if self.zk.is_some() {
+                        self.core_input(
+                            idx,
+                            zoolog_server::core::Input::Role(zk::role_of(status)),
+                        )?;
+                    }
                 }
             }
         }
@@ -620,11 +728,16 @@ impl World {
             .rng
             .chance(self.purge_p)
             .then(|| position - self.rng.below(2));
+        let mut payload = node.machine.snapshot_payload();
+        if self.zk.is_some() {
+            payload = self.front_snapshot(idx, payload);
+        }
+        let node = &mut self.nodes[idx];
         node.disk.save_snapshot(
             SavedSnapshot {
                 position,
                 epoch,
-                payload: node.machine.snapshot_payload(),
+                payload,
             },
             purge,
         );
@@ -850,7 +963,7 @@ impl World {
             return Err(format!(
                 "liveness: no convergence {} ms after the faults stopped (acknowledged since: {}, quiescing: {})\n{}",
                 self.liveness_us / 1000,
-                self.post_heal_acked,
+                self.zk.as_ref().map_or(self.post_heal_acked, |zk| zk.post_heal_acked),
                 self.quiesce,
                 self.describe_state()
             ));
@@ -871,11 +984,18 @@ impl World {
             n.is_up()
                 && matches!(n.status, Status::Serving { leader: l, epoch: e, .. } if l == leader_id && e == epoch)
         });
-        if !all_follow || self.post_heal_acked == 0 {
+        let post_heal_acked = match &self.zk {
+            Some(zk) => zk.post_heal_acked,
+            None => self.post_heal_acked,
+        };
+        if !all_follow || post_heal_acked == 0 {
             return false;
         }
         self.quiesce = true;
         if self.clients.iter().any(|c| !c.in_flight.is_empty()) {
+            return false;
+        }
+        if self.zk.is_some() && !self.zk_quiet() {
             return false;
         }
         let len = self.checker.sequence.len() as u64;
@@ -917,6 +1037,7 @@ impl World {
             self.checker.sequence.len()
         )
         .unwrap();
+        self.zk_describe(&mut out);
         for client in &self.clients {
             let pending: Vec<_> = client
                 .in_flight

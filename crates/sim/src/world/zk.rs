@@ -1,0 +1,1072 @@
+//! Core mode: every server runs the real front end (`zoolog_server::core::Core`) over its
+//! Zab, with the real data tree, and the clients speak the ZooKeeper wire protocol to it over
+//! simulated connections (in-order byte streams, one frame per write, that break when either
+//! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
+//! delete/sync a few znodes, make and delete ephemerals, ping, close their sessions, and on a
+//! lost connection reconnect to another server with the same session and their lastZxidSeen,
+//! as real clients do. The checks are in [`crate::zkcheck`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zoolog_proto::{
+    ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetDataResponse,
+    Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
+    SetDataRequest, Stat,
+};
+use zoolog_server::config::{EnsembleConfig, PeerConfig};
+use zoolog_server::core::{Core, Input as CoreInput, Now, Output, Role};
+use zoolog_server::ServerConfig;
+use zoolog_tree::{DataTree, TreeConfig};
+use zoolog_zab::{Input, ServingRole, Status};
+
+use super::{fnv, Event, Phase, World};
+use crate::node::{Front, SimLayer};
+use crate::rng::Rng;
+use crate::zkcheck::ZkChecker;
+
+/// Wall clock of the simulated servers at simulated time 0.
+const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
+const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
+
+pub(crate) struct ZkState {
+    pub(crate) clients: Vec<ZkClient>,
+    conns: BTreeMap<u64, Conn>,
+    next_conn: u64,
+    pub(crate) checker: ZkChecker,
+    configs: Vec<Arc<ServerConfig>>,
+    tree_config: TreeConfig,
+    /// Core ticks every this many microseconds (jittered).
+    core_tick_us: (u64, u64),
+    append_queue_max: usize,
+    pub(crate) post_heal_acked: u64,
+}
+
+struct Conn {
+    client: usize,
+    node: usize,
+    life: u64,
+    /// Arrival time of the last frame each way: a connection is an ordered stream.
+    to_server_at: u64,
+    to_client_at: u64,
+    greeted: bool,
+    accepted: bool,
+    held: VecDeque<Vec<u8>>,
+    server_open: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Create { ephemeral: bool },
+    SetData,
+    GetData,
+    Exists,
+    Delete,
+    Sync,
+    Close,
+}
+
+impl Kind {
+    fn is_write(self) -> bool {
+        matches!(
+            self,
+            Kind::Create { .. } | Kind::SetData | Kind::Delete | Kind::Sync | Kind::Close
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Pending {
+    xid: i32,
+    kind: Kind,
+    path: String,
+    issued_us: u64,
+    /// A read right after a sync: it must answer at least at this zxid.
+    watermark: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    id: i64,
+    password: Vec<u8>,
+    timeout_ms: i32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    None,
+    Connecting(u64),
+    Connected(u64),
+}
+
+pub(crate) struct ZkClient {
+    id: u64,
+    link: Link,
+    session: Option<Session>,
+    requested_timeout_ms: i32,
+    last_zxid: i64,
+    next_xid: i32,
+    pending: VecDeque<Pending>,
+    max_in_flight: usize,
+    step_us: (u64, u64),
+    reconnect_at: u64,
+    last_sent_us: u64,
+    last_recv_us: u64,
+    /// A closeSession was issued in this session.
+    closing: bool,
+    values: u64,
+    last_write_zxid: i64,
+    /// Per path, the highest modification zxid this client has read.
+    seen_mzxid: BTreeMap<String, i64>,
+    seen_version: BTreeMap<String, i32>,
+    ephemerals: Vec<String>,
+}
+
+impl ZkClient {
+    fn conn(&self) -> Option<u64> {
+        match self.link {
+            Link::None => None,
+            Link::Connecting(c) | Link::Connected(c) => Some(c),
+        }
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        self.session.is_none() && self.link == Link::None && self.pending.is_empty()
+    }
+}
+
+pub(crate) fn role_of(status: Status) -> Role {
+    match status {
+        Status::Looking => Role::Looking,
+        Status::Serving {
+            role,
+            leader,
+            epoch,
+        } => match role {
+            ServingRole::Leader => Role::Leader { epoch },
+            ServingRole::Follower => Role::Follower { leader, epoch },
+            ServingRole::Observer => Role::Observer { leader, epoch },
+        },
+    }
+}
+
+fn tree_config() -> TreeConfig {
+    // As the shell configures an ensemble member's tree: session ids carry no server id.
+    TreeConfig {
+        server_id: 0,
+        ..TreeConfig::default()
+    }
+}
+
+impl ZkState {
+    pub(crate) fn new(rng: &mut Rng, nodes: &[(u64, bool)], tick_ms: u64) -> ZkState {
+        let members: BTreeMap<u64, PeerConfig> = nodes
+            .iter()
+            .map(|(id, observer)| {
+                (
+                    *id,
+                    PeerConfig {
+                        host: format!("sim{id}"),
+                        quorum_port: 2888,
+                        election_port: 3888,
+                        observer: *observer,
+                        client_address: None,
+                    },
+                )
+            })
+            .collect();
+        let configs = nodes
+            .iter()
+            .map(|(id, observer)| {
+                Arc::new(ServerConfig {
+                    tick_ms,
+                    session_timeout_min_ms: 2 * tick_ms,
+                    session_timeout_max_ms: 40 * tick_ms,
+                    connections_per_ip_max: 0,
+                    entries_per_snapshot: u64::MAX,
+                    server_id: *id as u8,
+                    ensemble: Some(EnsembleConfig {
+                        members: members.clone(),
+                        init_limit: 10,
+                        sync_limit: 5,
+                        observer: *observer,
+                    }),
+                    ..ServerConfig::default()
+                })
+            })
+            .collect();
+        let client_count = rng.range(1, 6);
+        let clients = (1..=client_count)
+            .map(|id| ZkClient {
+                id,
+                link: Link::None,
+                session: None,
+                requested_timeout_ms: rng.range(6 * tick_ms, 40 * tick_ms) as i32,
+                last_zxid: 0,
+                next_xid: 1,
+                pending: VecDeque::new(),
+                max_in_flight: rng.range(1, 8) as usize,
+                step_us: (200, rng.range(1_000, 20_000)),
+                reconnect_at: 0,
+                last_sent_us: 0,
+                last_recv_us: 0,
+                closing: false,
+                values: 0,
+                last_write_zxid: 0,
+                seen_mzxid: BTreeMap::new(),
+                seen_version: BTreeMap::new(),
+                ephemerals: Vec::new(),
+            })
+            .collect();
+        let core_tick = (tick_ms * 1000 / 4).max(1000);
+        ZkState {
+            clients,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            checker: ZkChecker::new(tree_config(), PATHS.iter().map(|p| p.to_string()).collect()),
+            configs,
+            tree_config: tree_config(),
+            core_tick_us: (core_tick / 2, core_tick),
+            append_queue_max: *rng.pick(&[4, 64, 16_384]).unwrap(),
+            post_heal_acked: 0,
+        }
+    }
+}
+
+impl ZkState {
+    pub(crate) fn core_tick_us(&self) -> (u64, u64) {
+        self.core_tick_us
+    }
+
+    pub(crate) fn tree_config(&self) -> TreeConfig {
+        self.tree_config.clone()
+    }
+}
+
+fn frame_of(payload: Vec<u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 4);
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn unframe(bytes: &[u8]) -> Result<&[u8], String> {
+    if bytes.len() < 4
+        || u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize != bytes.len() - 4
+    {
+        return Err(format!("a write of {} bytes is not one frame", bytes.len()));
+    }
+    Ok(&bytes[4..])
+}
+
+impl World {
+    fn zk(&mut self) -> &mut ZkState {
+        self.zk.as_mut().expect("core mode")
+    }
+
+    fn core_now(&self) -> Now {
+        Now {
+            wall_ms: WALL_EPOCH_MS + (self.now / 1000) as i64,
+            monotonic_ms: self.now / 1000,
+            monotonic_us: self.now,
+        }
+    }
+
+    /// Core mode: builds the front end of a (re)starting server over its recovered state.
+    pub(super) fn start_front(&mut self, idx: usize) -> Result<(), String> {
+        let zk = self.zk.as_ref().unwrap();
+        let config = zk.configs[idx].clone();
+        let tree_config = zk.tree_config.clone();
+        let capacity = zk.append_queue_max;
+        let tree = match &self.nodes[idx].disk.snapshot {
+            Some(s) => DataTree::decode_snapshot(&s.payload[16..], tree_config)
+                .map_err(|e| format!("server {}: saved snapshot: {e}", self.nodes[idx].id))?,
+            None => DataTree::new(tree_config),
+        };
+        let layer = Arc::new(SimLayer::new(capacity, self.nodes[idx].machine.applied));
+        let origin = self.rng.next_u64();
+        let mut passwords = Rng::new(self.rng.next_u64());
+        let mut core = Core::new(config, layer.clone(), tree, origin, self.core_now());
+        core.set_password_source(Box::new(move || {
+            (0..2)
+                .flat_map(|_| passwords.next_u64().to_be_bytes())
+                .collect()
+        }));
+        self.nodes[idx].front = Some(Front { core, layer });
+        let life = self.nodes[idx].life;
+        let (lo, hi) = self.zk().core_tick_us;
+        let delay = self.rng.range(lo, hi);
+        self.at(delay, Event::CoreTick { node: idx, life });
+        Ok(())
+    }
+
+    /// The server crashed: its connections break (the clients notice a little later).
+    pub(super) fn crash_front(&mut self, idx: usize) {
+        self.nodes[idx].front = None;
+        let ids: Vec<u64> = self
+            .zk()
+            .conns
+            .iter()
+            .filter(|(_, c)| c.node == idx && c.server_open)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.zk().conns.get_mut(&id).unwrap().server_open = false;
+            let delay = self.rng.range(100, 20_000);
+            self.to_client(id, None, delay);
+        }
+    }
+
+    /// The snapshot payload of core mode: the state machine's header, then the tree.
+    pub(super) fn front_snapshot(&self, idx: usize, header: Bytes) -> Bytes {
+        let mut bytes = header.to_vec();
+        if let Some(front) = &self.nodes[idx].front {
+            front.core.view().tree.encode_snapshot(&mut bytes);
+        }
+        Bytes::from(bytes)
+    }
+
+    pub(super) fn core_input(&mut self, idx: usize, input: CoreInput) -> Result<(), String> {
+        let now = self.core_now();
+        if self.nodes[idx].front.is_none() {
+            return Ok(());
+        }
+        if !matches!(input, CoreInput::Tick | CoreInput::Committed { .. }) {
+            self.log(Some(idx), || format!("core <- {input:?}"));
+        }
+        let front = self.nodes[idx].front.as_mut().unwrap();
+        let outputs = front.core.handle(input, now);
+        if self.trace {
+            for output in &outputs {
+                match output {
+                    Output::SaveSnapshot { .. } => {}
+                    Output::Write {
+                        connection, bytes, ..
+                    } => self.log(Some(idx), || {
+                        format!("core -> write {} bytes on {connection}", bytes.len())
+                    }),
+                    other => self.log(Some(idx), || format!("core -> {other:?}")),
+                }
+            }
+        }
+        self.trace_hash = fnv(self.trace_hash, outputs.len() as u64);
+        let mut held = Vec::new();
+        for output in outputs {
+            match output {
+                Output::Write {
+                    connection, bytes, ..
+                } => {
+                    let frame = unframe(&bytes)?.to_vec();
+                    if self
+                        .zk()
+                        .conns
+                        .get(&connection)
+                        .is_some_and(|c| c.server_open)
+                    {
+                        let delay = self.conn_delay();
+                        self.to_client(connection, Some(frame), delay);
+                    }
+                }
+                Output::Close { connection } => {
+                    let open = self
+                        .zk()
+                        .conns
+                        .get_mut(&connection)
+                        .filter(|c| c.server_open)
+                        .map(|c| c.server_open = false)
+                        .is_some();
+                    if open {
+                        let delay = self.conn_delay();
+                        self.to_client(connection, None, delay);
+                        self.core_input(idx, CoreInput::Closed { connection })?;
+                    }
+                }
+                Output::HandshakeDone {
+                    connection,
+                    accepted,
+                } => {
+                    if let Some(conn) = self.zk().conns.get_mut(&connection) {
+                        conn.accepted = accepted;
+                        if accepted {
+                            held.push(connection);
+                        }
+                    }
+                }
+                Output::SaveSnapshot { .. } => {
+                    if let Some(front) = self.nodes[idx].front.as_mut() {
+                        front.core.snapshot_finished();
+                    }
+                }
+            }
+        }
+        for connection in held {
+            let frames: Vec<Vec<u8>> = match self.zk().conns.get_mut(&connection) {
+                Some(conn) => conn.held.drain(..).collect(),
+                None => continue,
+            };
+            for frame in frames {
+                self.server_frame(idx, connection, frame)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands the commands Core queued to Zab, as far as Zab takes them now. Called after
+    /// each input to Zab and each input to Core from outside Zab's actions, never while a
+    /// batch of Zab's actions is being carried out.
+    pub(super) fn pump(&mut self, idx: usize) -> Result<(), String> {
+        if self.pumping {
+            return Ok(());
+        }
+        self.pumping = true;
+        let result = self.pump_inner(idx);
+        self.pumping = false;
+        result
+    }
+
+    fn pump_inner(&mut self, idx: usize) -> Result<(), String> {
+        loop {
+            let node = &self.nodes[idx];
+            let (Some(zab), Some(front)) = (&node.zab, &node.front) else {
+                return Ok(());
+            };
+            if !zab.status().is_serving() {
+                let dropped = front.layer.clear();
+                if dropped > 0 {
+                    self.log(Some(idx), || {
+                        format!("not serving: {dropped} queued commands dropped")
+                    });
+                }
+                return Ok(());
+            }
+            let capacity = zab.append_capacity() as usize;
+            let payloads = front.layer.take(capacity);
+            if payloads.is_empty() {
+                return Ok(());
+            }
+            self.pumping = false;
+            let result = self.feed(idx, Input::Append { payloads });
+            self.pumping = true;
+            result?;
+        }
+    }
+
+    fn conn_delay(&mut self) -> u64 {
+        let mut delay = self
+            .rng
+            .range(self.net.config.delay_min_us, self.net.config.delay_max_us);
+        if self.rng.chance(self.net.config.tail_p) {
+            delay += self.rng.range(0, self.net.config.tail_us);
+        }
+        delay
+    }
+
+    fn to_client(&mut self, conn: u64, frame: Option<Vec<u8>>, delay: u64) {
+        let now = self.now;
+        let Some(c) = self.zk().conns.get_mut(&conn) else {
+            return;
+        };
+        let at = (now + delay).max(c.to_client_at);
+        c.to_client_at = at;
+        self.queue.push(at, Event::ZkToClient { conn, frame });
+    }
+
+    fn to_server(&mut self, conn: u64, frame: Option<Vec<u8>>) {
+        let delay = self.conn_delay();
+        let now = self.now;
+        let Some(c) = self.zk().conns.get_mut(&conn) else {
+            return;
+        };
+        let at = (now + delay).max(c.to_server_at);
+        c.to_server_at = at;
+        self.queue.push(at, Event::ZkToServer { conn, frame });
+    }
+
+    pub(super) fn zk_to_server(&mut self, conn: u64, frame: Option<Vec<u8>>) -> Result<(), String> {
+        let Some(c) = self.zk().conns.get(&conn) else {
+            return Ok(());
+        };
+        let (idx, life, open) = (c.node, c.life, c.server_open);
+        if !open || self.nodes[idx].life != life || self.nodes[idx].front.is_none() {
+            return Ok(());
+        }
+        match frame {
+            None => {
+                self.zk().conns.get_mut(&conn).unwrap().server_open = false;
+                self.core_input(idx, CoreInput::Closed { connection: conn })?;
+            }
+            Some(frame) => {
+                let frame = unframe(&frame)?.to_vec();
+                self.server_frame(idx, conn, frame)?;
+            }
+        }
+        self.pump(idx)
+    }
+
+    /// A frame reaches the server, which reads it as the shell does.
+    fn server_frame(&mut self, idx: usize, conn: u64, frame: Vec<u8>) -> Result<(), String> {
+        let c = self.zk().conns.get_mut(&conn).unwrap();
+        if !c.server_open {
+            return Ok(());
+        }
+        if !c.greeted {
+            c.greeted = true;
+            let request = ConnectRequest::decode(&frame)
+                .map_err(|e| format!("a client's ConnectRequest does not decode: {e}"))?;
+            return self.core_input(
+                idx,
+                CoreInput::Handshake {
+                    connection: conn,
+                    request,
+                },
+            );
+        }
+        if !c.accepted {
+            c.held.push_back(frame);
+            return Ok(());
+        }
+        let header = RequestHeader::read_from(&mut Reader::new(&frame[..8]))
+            .map_err(|e| format!("request header: {e}"))?;
+        let input = match Request::decode(header.opcode, &frame[8..]) {
+            Ok(request) => CoreInput::Request {
+                connection: conn,
+                xid: header.xid,
+                request,
+            },
+            Err(error) => CoreInput::Undecodable {
+                connection: conn,
+                xid: header.xid,
+                error,
+            },
+        };
+        self.core_input(idx, input)
+    }
+
+    // ----- clients ----------------------------------------------------------------------
+
+    fn client_send(&mut self, c: usize, frame: Vec<u8>) {
+        let now = self.now;
+        let client = &mut self.zk().clients[c];
+        client.last_sent_us = now;
+        let conn = client.conn().expect("connected");
+        self.to_server(conn, Some(frame_of(frame)));
+    }
+
+    /// The client gives up its connection (or learns it is gone): requests in flight have
+    /// unknown outcomes; it reconnects a little later.
+    fn client_disconnect(&mut self, c: usize, tell_server: bool) {
+        let now = self.now;
+        let delay = self.rng.range(0, 50_000);
+        let client = &mut self.zk().clients[c];
+        let conn = client.conn();
+        client.link = Link::None;
+        client.pending.clear();
+        client.reconnect_at = now + delay;
+        if let (Some(conn), true) = (conn, tell_server) {
+            self.to_server(conn, None);
+        }
+    }
+
+    fn session_ended(&mut self, c: usize, expired: bool) {
+        let client = &mut self.zk().clients[c];
+        if let Some(session) = client.session.take() {
+            client.ephemerals.clear();
+            client.closing = false;
+            let zk = self.zk();
+            zk.checker.ended_sessions.insert(session.id);
+            if expired {
+                zk.checker.sessions_expired += 1;
+            }
+        }
+    }
+
+    pub(super) fn zk_client_step(&mut self, c: usize) -> Result<(), String> {
+        let (lo, hi) = self.zk().clients[c].step_us;
+        let delay = self.rng.range(lo, hi);
+        self.at(delay, Event::ClientStep { client: c });
+        let now = self.now;
+        let quiesce = self.quiesce;
+        let client = &self.zk().clients[c];
+        let timeout_us = client
+            .session
+            .as_ref()
+            .map_or(client.requested_timeout_ms, |s| s.timeout_ms) as u64
+            * 1000;
+        match client.link {
+            Link::None => {
+                if now < client.reconnect_at || (quiesce && client.session.is_none()) {
+                    return Ok(());
+                }
+                return self.client_connect(c);
+            }
+            Link::Connecting(_) | Link::Connected(_) => {
+                // No sign of the server for 2/3 of the session timeout: the connection is
+                // presumed dead, as real clients do.
+                if now.saturating_sub(client.last_recv_us) > timeout_us * 2 / 3 {
+                    self.client_disconnect(c, true);
+                    return Ok(());
+                }
+            }
+        }
+        if let Link::Connecting(_) = client.link {
+            return Ok(());
+        }
+        if client.closing {
+            return Ok(());
+        }
+        if quiesce {
+            if client.pending.is_empty() {
+                self.issue(c, Kind::Close, String::new(), None, None);
+            }
+            return Ok(());
+        }
+        let room = client.max_in_flight.saturating_sub(client.pending.len());
+        if now.saturating_sub(client.last_sent_us) > timeout_us / 3 {
+            let mut frame = Vec::new();
+            RequestHeader {
+                xid: zoolog_proto::codes::xid::PING,
+                opcode: zoolog_proto::OpCode::Ping.code(),
+            }
+            .write_to(&mut frame);
+            self.client_send(c, frame);
+        }
+        if room == 0 || self.rng.chance(0.3) {
+            return Ok(());
+        }
+        let path = PATHS[self.rng.below(PATHS.len() as u64) as usize].to_string();
+        let roll = self.rng.below(100);
+        let seen = self.zk().clients[c].seen_version.get(&path).copied();
+        let version = if self.rng.chance(0.5) {
+            -1
+        } else {
+            seen.unwrap_or(0)
+        };
+        match roll {
+            0..=19 => self.issue(c, Kind::SetData, path, Some(version), None),
+            20..=34 => self.issue(c, Kind::Create { ephemeral: false }, path, None, None),
+            35..=49 => self.issue(c, Kind::GetData, path, None, None),
+            50..=59 => self.issue(c, Kind::Exists, path, None, None),
+            60..=66 => self.issue(c, Kind::Delete, path, Some(version), None),
+            67..=79 if room >= 2 => {
+                let watermark = self.zk().checker.max_write_ack;
+                self.issue(c, Kind::Sync, path.clone(), None, None);
+                self.issue(c, Kind::GetData, path, None, Some(watermark));
+            }
+            80..=88 => {
+                let client = &mut self.zk().clients[c];
+                client.values += 1;
+                let path = format!("/e{}-{}", client.id, client.values);
+                self.issue(c, Kind::Create { ephemeral: true }, path, None, None);
+            }
+            89..=94 => {
+                let ephemerals = self.zk().clients[c].ephemerals.clone();
+                if let Some(path) = self.rng.pick(&ephemerals).cloned() {
+                    self.issue(c, Kind::Delete, path, Some(-1), None);
+                }
+            }
+            95 if self.rng.chance(0.3) => self.issue(c, Kind::Close, String::new(), None, None),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn client_connect(&mut self, c: usize) -> Result<(), String> {
+        let node = self.rng.below(self.nodes.len() as u64) as usize;
+        if !self.nodes[node].is_up() {
+            let delay = self.rng.range(1_000, 30_000);
+            self.zk().clients[c].reconnect_at = self.now + delay;
+            return Ok(());
+        }
+        let now = self.now;
+        let life = self.nodes[node].life;
+        let zk = self.zk();
+        let conn = zk.next_conn;
+        zk.next_conn += 1;
+        zk.conns.insert(
+            conn,
+            Conn {
+                client: c,
+                node,
+                life,
+                to_server_at: now,
+                to_client_at: now,
+                greeted: false,
+                accepted: false,
+                held: VecDeque::new(),
+                server_open: true,
+            },
+        );
+        let client = &mut zk.clients[c];
+        client.link = Link::Connecting(conn);
+        client.last_recv_us = now;
+        let request = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: client.last_zxid,
+            timeout_ms: client
+                .session
+                .as_ref()
+                .map_or(client.requested_timeout_ms, |s| s.timeout_ms),
+            session_id: client.session.as_ref().map_or(0, |s| s.id),
+            password: client
+                .session
+                .as_ref()
+                .map_or(vec![0; 16], |s| s.password.clone()),
+            read_only: Some(false),
+        };
+        let client_id = client.id;
+        self.log(Some(node), || {
+            format!("client {client_id} connects (connection {conn}): {request:?}")
+        });
+        self.trace_hash = fnv(self.trace_hash, conn);
+        let port = 10_000 + conn as u16;
+        let peer = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, c as u8, 1)), port);
+        self.core_input(
+            node,
+            CoreInput::Opened {
+                connection: conn,
+                peer,
+            },
+        )?;
+        self.client_send(c, request.encode());
+        self.pump(node)
+    }
+
+    fn issue(
+        &mut self,
+        c: usize,
+        kind: Kind,
+        path: String,
+        version: Option<i32>,
+        watermark: Option<i64>,
+    ) {
+        let now = self.now;
+        let client = &mut self.zk().clients[c];
+        let xid = client.next_xid;
+        client.next_xid += 1;
+        client.values += 1;
+        let value = format!("c{}v{}", client.id, client.values).into_bytes();
+        let request = match kind {
+            Kind::Create { ephemeral } => Request::Create(CreateRequest {
+                path: path.clone(),
+                data: Some(value),
+                acl: Some(vec![zoolog_proto::Acl {
+                    perms: zoolog_proto::codes::perms::ALL,
+                    id: zoolog_proto::Id {
+                        scheme: "world".into(),
+                        id: "anyone".into(),
+                    },
+                }]),
+                flags: if ephemeral { 1 } else { 0 },
+            }),
+            Kind::SetData => Request::SetData(SetDataRequest {
+                path: path.clone(),
+                data: Some(value),
+                version: version.unwrap_or(-1),
+            }),
+            Kind::GetData => Request::GetData(PathWatchRequest {
+                path: path.clone(),
+                watch: false,
+            }),
+            Kind::Exists => Request::Exists(PathWatchRequest {
+                path: path.clone(),
+                watch: false,
+            }),
+            Kind::Delete => Request::Delete(DeleteRequest {
+                path: path.clone(),
+                version: version.unwrap_or(-1),
+            }),
+            Kind::Sync => Request::Sync(PathRequest { path: path.clone() }),
+            Kind::Close => {
+                client.closing = true;
+                Request::CloseSession
+            }
+        };
+        client.pending.push_back(Pending {
+            xid,
+            kind,
+            path,
+            issued_us: now,
+            watermark,
+        });
+        self.client_send(c, request.encode(xid));
+    }
+
+    pub(super) fn zk_to_client(&mut self, conn: u64, frame: Option<Vec<u8>>) -> Result<(), String> {
+        let Some(c) = self.zk().conns.get(&conn).map(|c| c.client) else {
+            return Ok(());
+        };
+        if self.zk().clients[c].conn() != Some(conn) {
+            return Ok(());
+        }
+        let Some(frame) = frame else {
+            // The server closed the connection (or crashed).
+            self.zk().conns.remove(&conn);
+            self.client_disconnect(c, false);
+            return Ok(());
+        };
+        self.zk().clients[c].last_recv_us = self.now;
+        if let Link::Connecting(_) = self.zk().clients[c].link {
+            return self.client_connected(c, conn, &frame);
+        }
+        self.client_reply(c, &frame)
+    }
+
+    fn client_connected(&mut self, c: usize, conn: u64, frame: &[u8]) -> Result<(), String> {
+        let response = ConnectResponse::decode(frame)
+            .map_err(|e| format!("client {}: ConnectResponse does not decode: {e}", c + 1))?;
+        let client = &mut self.zk().clients[c];
+        if response.timeout_ms <= 0 || response.session_id == 0 {
+            // Expired: its ephemerals must be gone; it starts over with a new session.
+            let client_id = client.id;
+            self.log(None, || format!("client {client_id}: {response:?}"));
+            let client = &mut self.zk().clients[c];
+            if client.session.is_none() {
+                return Err(format!(
+                    "client {}: a new session was answered as expired",
+                    client.id
+                ));
+            }
+            self.session_ended(c, true);
+            return Ok(());
+        }
+        if let Some(session) = &client.session {
+            if session.id != response.session_id {
+                return Err(format!(
+                    "client {}: reconnecting session {:#x} got session {:#x}",
+                    client.id, session.id, response.session_id
+                ));
+            }
+        } else {
+            client.session = Some(Session {
+                id: response.session_id,
+                password: response.password.clone(),
+                timeout_ms: response.timeout_ms,
+            });
+            client.last_write_zxid = 0;
+            self.zk().checker.sessions_created += 1;
+        }
+        self.zk().clients[c].link = Link::Connected(conn);
+        Ok(())
+    }
+
+    fn client_reply(&mut self, c: usize, frame: &[u8]) -> Result<(), String> {
+        let mut reader = Reader::new(frame);
+        let header = ReplyHeader::read_from(&mut reader)
+            .map_err(|e| format!("reply header does not decode: {e}"))?;
+        let body = &frame[16.min(frame.len())..];
+        let now = self.now;
+        let phase = self.phase;
+        let faults_end = self.faults_end;
+        let client = &mut self.zk().clients[c];
+        let client_id = client.id;
+        let session_id = client.session.as_ref().map_or(0, |s| s.id);
+        if header.xid == zoolog_proto::codes::xid::NOTIFICATION {
+            return Err(format!(
+                "client {client_id}: a notification, but no watch was set"
+            ));
+        }
+        if header.zxid > 0 {
+            if header.zxid < client.last_zxid {
+                return Err(format!(
+                    "FIFO: client {client_id} (session {session_id:#x}) got a reply (xid {}) at zxid {} after having seen zxid {}",
+                    header.xid, header.zxid, client.last_zxid
+                ));
+            }
+            client.last_zxid = header.zxid;
+        }
+        if header.xid == zoolog_proto::codes::xid::PING {
+            return Ok(());
+        }
+        let Some(pending) = client.pending.pop_front() else {
+            return Err(format!(
+                "FIFO: client {client_id} got a reply to xid {} with nothing outstanding",
+                header.xid
+            ));
+        };
+        if pending.xid != header.xid {
+            return Err(format!(
+                "FIFO: client {client_id} (session {session_id:#x}) got the reply to xid {} while xid {} ({:?}) was the oldest outstanding",
+                header.xid, pending.xid, pending.kind
+            ));
+        }
+        let err = header.err;
+        if err == ErrorCode::SessionExpired.code() {
+            // The session is gone here: reconnecting tells the client for sure.
+            self.client_disconnect(c, true);
+            return Ok(());
+        }
+        if pending.kind.is_write() && header.zxid > 0 {
+            if header.zxid <= client.last_write_zxid {
+                return Err(format!(
+                    "FIFO: client {client_id} (session {session_id:#x}): write xid {} acknowledged at zxid {}, not after its previous write at {}",
+                    header.xid, header.zxid, client.last_write_zxid
+                ));
+            }
+            client.last_write_zxid = header.zxid;
+            if phase == Phase::Liveness && pending.issued_us >= faults_end {
+                self.zk().post_heal_acked += 1;
+            }
+            self.zk()
+                .checker
+                .write_acknowledged(session_id, header.xid, header.zxid)?;
+        }
+        let client = &mut self.zk().clients[c];
+        match pending.kind {
+            Kind::Close if err == 0 => {
+                self.session_ended(c, false);
+                let conn = self.zk().clients[c].conn();
+                self.zk().clients[c].link = Link::None;
+                if let Some(conn) = conn {
+                    self.to_server(conn, None);
+                }
+            }
+            Kind::Close => {
+                // SessionMoved or throttled: try again later, from a fresh connection.
+                client.closing = false;
+                self.client_disconnect(c, true);
+            }
+            Kind::Create { ephemeral: true } if err == 0 => client.ephemerals.push(pending.path),
+            Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
+            Kind::SetData if err == 0 => {
+                let stat = Stat::read_from(&mut Reader::new(body))
+                    .map_err(|e| format!("setData reply: {e}"))?;
+                client.seen_version.insert(pending.path, stat.version);
+            }
+            Kind::GetData | Kind::Exists => {
+                if header.zxid <= 0 {
+                    if err == ErrorCode::ThrottledOp.code() {
+                        return Ok(());
+                    }
+                    return Err(format!(
+                        "client {client_id}: read xid {} answered at zxid {} with error {err}",
+                        header.xid, header.zxid
+                    ));
+                }
+                let found = if err == 0 {
+                    let stat = if pending.kind == Kind::GetData {
+                        let r = GetDataResponse::read_from(&mut Reader::new(body))
+                            .map_err(|e| format!("getData reply: {e}"))?;
+                        Some((r.data, r.stat))
+                    } else {
+                        let stat = Stat::read_from(&mut Reader::new(body))
+                            .map_err(|e| format!("exists reply: {e}"))?;
+                        Some((None, stat))
+                    };
+                    stat
+                } else if err == ErrorCode::NoNode.code() {
+                    None
+                } else {
+                    return Err(format!(
+                        "client {client_id}: read of {} failed with {err}",
+                        pending.path
+                    ));
+                };
+                if let Some(watermark) = pending.watermark {
+                    if header.zxid < watermark {
+                        return Err(format!(
+                            "linearizability: client {client_id} (session {session_id:#x}) read {} after a sync at zxid {}, but zxid {watermark} had been acknowledged before the sync was issued",
+                            pending.path, header.zxid
+                        ));
+                    }
+                }
+                if let Some((_, stat)) = &found {
+                    let seen = client.seen_mzxid.get(&pending.path).copied().unwrap_or(0);
+                    if stat.mzxid < seen {
+                        return Err(format!(
+                            "stale read: client {client_id} read {} modified at zxid {} after having read it modified at {seen}",
+                            pending.path, stat.mzxid
+                        ));
+                    }
+                    client.seen_mzxid.insert(pending.path.clone(), stat.mzxid);
+                    client
+                        .seen_version
+                        .insert(pending.path.clone(), stat.version);
+                }
+                let zk = self.zk();
+                let expected = zk.checker.state_at(&pending.path, header.zxid)?;
+                let ok = match (&found, expected) {
+                    (None, None) => true,
+                    (Some((data, stat)), Some(state)) => {
+                        stat.version == state.version
+                            && stat.mzxid == state.mzxid
+                            && stat.czxid == state.czxid
+                            && (pending.kind == Kind::Exists || *data == state.data)
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    return Err(format!(
+                        "read: client {client_id} read {} at zxid {} as {:?}, but the common state there is {:?}",
+                        pending.path,
+                        header.zxid,
+                        found.as_ref().map(|(d, s)| (d.as_ref().map(|d| String::from_utf8_lossy(d).into_owned()), s.version, s.czxid, s.mzxid)),
+                        expected
+                    ));
+                }
+                zk.checker.reads_checked += 1;
+                if pending.watermark.is_some() {
+                    zk.checker.synced_reads += 1;
+                }
+            }
+            _ => {}
+        }
+        let _ = now;
+        Ok(())
+    }
+
+    /// Core mode: everyone idle, nothing queued anywhere.
+    pub(super) fn zk_quiet(&self) -> bool {
+        let zk = self.zk.as_ref().unwrap();
+        zk.clients.iter().all(|c| c.idle())
+            && self
+                .nodes
+                .iter()
+                .all(|n| n.front.as_ref().is_some_and(|f| f.layer.queued() == 0))
+    }
+
+    pub(super) fn zk_finish(&self) -> Result<(), String> {
+        let zk = self.zk.as_ref().unwrap();
+        let views: Vec<(u64, zoolog_server::four_letter::View<'_>)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.id, n.front.as_ref()?.core.view())))
+            .collect();
+        let trees: Vec<(u64, &DataTree)> = views.iter().map(|(id, v)| (*id, v.tree)).collect();
+        zk.checker.finish(&trees)
+    }
+
+    pub(super) fn zk_describe(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let Some(zk) = &self.zk else { return };
+        for client in &zk.clients {
+            writeln!(
+                out,
+                "  zk client {}: {:?}, session {:?}, last zxid {}, pending {:?}",
+                client.id,
+                client.link,
+                client.session.as_ref().map(|s| format!("{:#x}", s.id)),
+                client.last_zxid,
+                client
+                    .pending
+                    .iter()
+                    .map(|p| (p.xid, p.kind, p.path.as_str()))
+                    .collect::<Vec<_>>()
+            )
+            .unwrap();
+        }
+        for node in &self.nodes {
+            if let Some(front) = &node.front {
+                writeln!(
+                    out,
+                    "  server {} front: applied {}, queued {}",
+                    node.id,
+                    front.core.view().tree.last_applied_zxid(),
+                    front.layer.queued()
+                )
+                .unwrap();
+            }
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The checkers of core mode, where every server runs the real front end (`Core`) and the
+//! clients speak the ZooKeeper protocol to it. On top of the Zab-level agreement checker:
+//!
+//! - A reference [`DataTree`] applies the common sequence; it tells what each log entry is
+//!   (which session and cxid wrote it) and what the watched znodes held at every position.
+//! - No lost acknowledgement: a write reply carrying zxid z is the entry at z of the common
+//!   sequence, written by that session with that xid.
+//! - FIFO per session: replies come in request order, the zxids of a session's acknowledged
+//!   writes increase in issue order, and no reply's zxid goes back.
+//! - Reads: a getData or exists answered at zxid z returns exactly the znode of the common
+//!   state at z; a read after a sync answers at a zxid at least the highest write zxid
+//!   acknowledged to anyone before the sync was issued; a session never sees a znode's
+//!   modification zxid go back.
+//! - At the end: every server's tree encodes exactly as the reference tree, and no session a
+//!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use zoolog_tree::{Command, CommandOp, DataTree, TreeConfig};
+
+/// What a watched znode holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    pub data: Option<Vec<u8>>,
+    pub version: i32,
+    pub czxid: i64,
+    pub mzxid: i64,
+}
+
+/// What one log entry is, as far as the clients' checks care.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A client's write or close: (session, cxid).
+    Client {
+        session_id: i64,
+        cxid: i32,
+    },
+    Other(&'static str),
+}
+
+pub struct ZkChecker {
+    pub tree: DataTree,
+    pub paths: Vec<String>,
+    /// For each watched path, its states by the position that made them.
+    pub history: BTreeMap<String, Vec<(i64, Option<NodeState>)>>,
+    /// The kind of the entry at each position (index position − 1).
+    pub entries: Vec<EntryKind>,
+    /// The highest zxid of a write reply any client has received.
+    pub max_write_ack: i64,
+    /// Sessions whose clients were told they are closed or expired.
+    pub ended_sessions: BTreeSet<i64>,
+    pub write_acks: u64,
+    pub reads_checked: u64,
+    pub synced_reads: u64,
+    pub sessions_created: u64,
+    pub sessions_expired: u64,
+}
+
+impl ZkChecker {
+    pub fn new(config: TreeConfig, paths: Vec<String>) -> ZkChecker {
+        let history = paths.iter().map(|p| (p.clone(), vec![(0, None)])).collect();
+        ZkChecker {
+            tree: DataTree::new(config),
+            paths,
+            history,
+            entries: Vec::new(),
+            max_write_ack: 0,
+            ended_sessions: BTreeSet::new(),
+            write_acks: 0,
+            reads_checked: 0,
+            synced_reads: 0,
+            sessions_created: 0,
+            sessions_expired: 0,
+        }
+    }
+
+    /// The entry at `position` joined the common sequence.
+    pub fn committed(&mut self, position: u64, payload: &[u8]) -> Result<(), String> {
+        if payload.len() < 16 {
+            return Err(format!("entry {position} is not a Core envelope"));
+        }
+        let command = Command::decode(&payload[16..])
+            .map_err(|e| format!("entry {position} does not decode: {e}"))?;
+        let kind = match &command.op {
+            CommandOp::Write { .. } | CommandOp::CloseSession => EntryKind::Client {
+                session_id: command.session_id,
+                cxid: command.cxid,
+            },
+            CommandOp::CreateSession { .. } => EntryKind::Other("createSession"),
+            CommandOp::Reap { .. } => EntryKind::Other("reap"),
+            CommandOp::Touch { .. } => EntryKind::Other("touch"),
+            CommandOp::Expire { .. } => EntryKind::Other("expire"),
+            CommandOp::Attach { .. } => EntryKind::Other("attach"),
+        };
+        self.entries.push(kind);
+        self.tree.apply(position as i64, &command);
+        for path in &self.paths {
+            let now = self.tree.node(path).map(|(data, stat, _)| NodeState {
+                data,
+                version: stat.version,
+                czxid: stat.czxid,
+                mzxid: stat.mzxid,
+            });
+            let history = self.history.get_mut(path).unwrap();
+            if history.last().unwrap().1 != now {
+                history.push((position as i64, now));
+            }
+        }
+        Ok(())
+    }
+
+    /// The state of `path` after position `zxid` of the common sequence.
+    pub fn state_at(&self, path: &str, zxid: i64) -> Result<Option<&NodeState>, String> {
+        if zxid > self.entries.len() as i64 {
+            return Err(format!(
+                "a read answered at zxid {zxid}, beyond the common sequence ending at {}",
+                self.entries.len()
+            ));
+        }
+        let history = &self.history[path];
+        let index = history.partition_point(|(p, _)| *p <= zxid);
+        Ok(history[index - 1].1.as_ref())
+    }
+
+    /// A client received a write reply at `zxid` for its request (session, xid).
+    pub fn write_acknowledged(
+        &mut self,
+        session_id: i64,
+        xid: i32,
+        zxid: i64,
+    ) -> Result<(), String> {
+        let entry = zxid
+            .checked_sub(1)
+            .and_then(|i| self.entries.get(i as usize))
+            .ok_or_else(|| {
+                format!(
+                    "lost: session {session_id:#x} xid {xid} acknowledged at zxid {zxid}, beyond the common sequence ending at {}",
+                    self.entries.len()
+                )
+            })?;
+        let expected = EntryKind::Client {
+            session_id,
+            cxid: xid,
+        };
+        if *entry != expected {
+            return Err(format!(
+                "lost: session {session_id:#x} xid {xid} acknowledged at zxid {zxid}, where the common sequence has {entry:?}"
+            ));
+        }
+        self.max_write_ack = self.max_write_ack.max(zxid);
+        self.write_acks += 1;
+        Ok(())
+    }
+
+    /// At the end: the trees agree with the reference, ended sessions left nothing behind.
+    pub fn finish(&self, trees: &[(u64, &DataTree)]) -> Result<(), String> {
+        let reference = digest(&self.tree);
+        for (server, tree) in trees {
+            let theirs = digest(tree);
+            if theirs != reference {
+                let first = theirs
+                    .iter()
+                    .zip(&reference)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, b)| format!("{a} / {b}"))
+                    .unwrap_or_else(|| {
+                        format!("{} lines against {}", theirs.len(), reference.len())
+                    });
+                return Err(format!(
+                    "convergence: server {server}'s tree differs from the common state at {}: {first}",
+                    self.entries.len(),
+                ));
+            }
+        }
+        let sessions: BTreeSet<i64> = self.tree.sessions().map(|(id, _)| id).collect();
+        for id in &self.ended_sessions {
+            if sessions.contains(id) {
+                return Err(format!(
+                    "ephemerals: session {id:#x} was reported closed or expired to its client but is still live at the end, owning {:?}",
+                    self.tree.session(*id).map(|s| s.ephemerals.iter().cloned().collect::<Vec<_>>())
+                ));
+            }
+        }
+        let mut pending = vec!["/".to_string()];
+        while let Some(path) = pending.pop() {
+            let Some((_, stat, children)) = self.tree.node(&path) else {
+                continue;
+            };
+            if stat.ephemeral_owner != 0 && !sessions.contains(&stat.ephemeral_owner) {
+                return Err(format!(
+                    "ephemerals: {path} is owned by session {:#x}, which no longer exists",
+                    stat.ephemeral_owner
+                ));
+            }
+            for child in children {
+                let child = if path == "/" {
+                    format!("/{child}")
+                } else {
+                    format!("{path}/{child}")
+                };
+                pending.push(child);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything clients can observe of a tree, one line per session and znode, in order:
+/// what must be identical on every server. `/zookeeper` is left out: servers publish their
+/// own view of the configuration there, outside the log.
+pub fn digest(tree: &DataTree) -> Vec<String> {
+    let mut lines = vec![format!("applied {}", tree.last_applied_zxid())];
+    for (id, session) in tree.sessions() {
+        lines.push(format!(
+            "session {id:#x} timeout {} password {:?} touched {} ephemerals {:?}",
+            session.timeout_ms,
+            session.password,
+            session.touched_at,
+            session.ephemerals.iter().collect::<Vec<_>>()
+        ));
+    }
+    let mut pending = vec!["/".to_string()];
+    while let Some(path) = pending.pop() {
+        if path == "/zookeeper" {
+            continue;
+        }
+        let Some((data, stat, mut children)) = tree.node(&path) else {
+            continue;
+        };
+        lines.push(format!("{path} {data:?} {stat:?}"));
+        children.sort();
+        for child in children.into_iter().rev() {
+            pending.push(if path == "/" {
+                format!("/{child}")
+            } else {
+                format!("{path}/{child}")
+            });
+        }
+    }
+    lines
+}
