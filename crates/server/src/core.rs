@@ -449,6 +449,12 @@ impl Core {
 
     fn close(&mut self, connection: ConnectionId) {
         if let Some(state) = self.connections.get_mut(&connection) {
+            // A session being created for it is no longer this connection's: once Closing,
+            // `closed` would not find the password, and the CreateSession applied later
+            // would bind a connection that is gone.
+            if let Phase::CreatingSession { password, .. } = &state.phase {
+                self.pending_handshakes.remove(password);
+            }
             state.phase = Phase::Closing;
         }
         self.out.push(Output::Close { connection });

@@ -1,0 +1,100 @@
+//! Regressions found by the simulator's core mode, replayed on one `Core` by hand.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use zoolog_proto::ConnectRequest;
+use zoolog_server::config::{EnsembleConfig, PeerConfig};
+use zoolog_server::core::{Core, Input, Now, Output, Role};
+use zoolog_server::ServerConfig;
+use zoolog_sim::node::SimLayer;
+use zoolog_tree::{DataTree, TreeConfig};
+
+fn now(ms: u64) -> Now {
+    Now {
+        wall_ms: 1_700_000_000_000 + ms as i64,
+        monotonic_ms: ms,
+        monotonic_us: ms * 1000,
+    }
+}
+
+fn ensemble_core() -> (Core, Arc<SimLayer>) {
+    let members: BTreeMap<u64, PeerConfig> = (1..=3)
+        .map(|id| {
+            (
+                id,
+                PeerConfig {
+                    host: format!("s{id}"),
+                    quorum_port: 2888,
+                    election_port: 3888,
+                    observer: false,
+                    client_address: None,
+                },
+            )
+        })
+        .collect();
+    let config = Arc::new(ServerConfig {
+        tick_ms: 100,
+        session_timeout_min_ms: 200,
+        session_timeout_max_ms: 4000,
+        server_id: 1,
+        ensemble: Some(EnsembleConfig {
+            members,
+            init_limit: 10,
+            sync_limit: 5,
+            observer: false,
+        }),
+        ..ServerConfig::default()
+    });
+    let layer = Arc::new(SimLayer::new(100, 0));
+    let tree = DataTree::new(TreeConfig {
+        server_id: 0,
+        ..TreeConfig::default()
+    });
+    let mut core = Core::new(config, layer.clone(), tree, 42, now(0));
+    core.set_password_source(Box::new(|| vec![7; 16]));
+    (core, layer)
+}
+
+/// Seed 7 (core mode): a client's handshake appended CreateSession, then the server lost its
+/// leader and closed the connection; when the entry committed later, Core tried to bind the
+/// session to the closed connection and panicked ("bound connections exist").
+#[test]
+fn session_created_for_a_connection_closed_by_a_role_change() {
+    let (mut core, layer) = ensemble_core();
+    core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
+    core.handle(
+        Input::Opened {
+            connection: 1,
+            peer: "10.0.0.1:5000".parse().unwrap(),
+        },
+        now(2),
+    );
+    core.handle(
+        Input::Handshake {
+            connection: 1,
+            request: ConnectRequest {
+                timeout_ms: 1000,
+                password: vec![0; 16],
+                read_only: Some(false),
+                ..ConnectRequest::default()
+            },
+        },
+        now(3),
+    );
+    let create_session = layer.take(1).pop().expect("CreateSession appended");
+    let outputs = core.handle(Input::Role(Role::Looking), now(4));
+    assert!(outputs
+        .iter()
+        .any(|o| matches!(o, Output::Close { connection: 1 })));
+    core.handle(Input::Closed { connection: 1 }, now(4));
+    core.handle(Input::Role(Role::Leader { epoch: 2 }), now(5));
+    let outputs = core.handle(
+        Input::Committed {
+            position: 1,
+            entry: create_session,
+        },
+        now(6),
+    );
+    assert!(outputs.iter().all(|o| !matches!(o, Output::Write { .. })));
+}
