@@ -182,6 +182,30 @@ pub struct EnsembleConfig {
 }
 
 impl EnsembleConfig {
+    /// The text of `/zookeeper/config`, as ZooKeeper writes it from a static configuration: one
+    /// `server.N=host:quorum:election:role[;clientHost:clientPort]` line per member, then the
+    /// configuration's version (0 until dynamic reconfiguration exists).
+    pub fn membership_text(&self) -> String {
+        let mut text = String::new();
+        for (id, peer) in &self.members {
+            let role = if peer.observer {
+                "observer"
+            } else {
+                "participant"
+            };
+            text.push_str(&format!(
+                "server.{id}={}:{}:{}:{role}",
+                peer.host, peer.quorum_port, peer.election_port
+            ));
+            if let Some((host, port)) = &peer.client_address {
+                text.push_str(&format!(";{host}:{port}"));
+            }
+            text.push('\n');
+        }
+        text.push_str("version=0");
+        text
+    }
+
     /// The members that vote (not observers), in id order.
     pub fn participants(&self) -> impl Iterator<Item = (u64, &PeerConfig)> {
         self.members

@@ -228,6 +228,8 @@ struct Connection {
     read_only_flag: Option<bool>,
     /// Accepted while the server was cut off from its quorum: reads only.
     read_only: bool,
+    /// The newest zxid the client says it has seen (its handshake's lastZxidSeen).
+    last_zxid_seen: Zxid,
     /// This connection's token in the log ([`Command::owner`]); 0 in standalone, where a
     /// session cannot move to another server.
     owner: u64,
@@ -303,10 +305,11 @@ impl Core {
     pub fn new(
         config: Arc<ServerConfig>,
         log: Arc<dyn OrderingLayer>,
-        tree: DataTree,
+        mut tree: DataTree,
         origin: u64,
         now: Now,
     ) -> Core {
+        publish_membership(&config, &mut tree, now);
         let sessions = live_sessions(&tree, now.monotonic_ms);
         let role = if config.ensemble.is_some() {
             Role::Looking
@@ -418,6 +421,7 @@ impl Core {
             session_id: 0,
             read_only_flag: None,
             read_only: false,
+            last_zxid_seen: 0,
             owner,
             identities,
             slots: VecDeque::new(),
@@ -519,6 +523,7 @@ impl Core {
             return;
         }
         state.read_only_flag = request.read_only;
+        state.last_zxid_seen = request.last_zxid_seen;
         self.stats.packets_received += 1;
         let timeout_ms = self.negotiated_timeout_ms(request.timeout_ms);
         if !self.role.is_serving() {
@@ -1344,6 +1349,9 @@ impl Core {
             return;
         };
         let (session_id, password, timeout_ms) = (*session_id, password.clone(), *timeout_ms);
+        if !self.caught_up_with(connection) {
+            return self.refuse_handshake(connection);
+        }
         let closing = self.sessions.get(&session_id).is_none_or(|s| s.closing);
         if !session_exists || closing {
             let read_only = state.read_only_flag;
@@ -1354,7 +1362,8 @@ impl Core {
 
     /// The ordering layer replaced the state: this server was too far behind its leader. Its
     /// clients reconnect, and their watches catch up through setWatches.
-    fn install_snapshot(&mut self, tree: DataTree) {
+    fn install_snapshot(&mut self, mut tree: DataTree) {
+        publish_membership(&self.config, &mut tree, self.now);
         let mut connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
         connections.sort_unstable();
         for connection in connections {
@@ -1386,6 +1395,13 @@ impl Core {
                 self.close(connection);
             }
             self.touched.clear();
+            // A close this server appended may have been lost with the change (dropped
+            // before ordering, or with a deposed leader's uncommitted entries). If it still
+            // commits, the session ends then; until it does, the session is live like any
+            // other: it may be taken over here, and expired when this server decides expiry.
+            for session in self.sessions.values_mut() {
+                session.closing = false;
+            }
         }
         if role.decides_expiry() {
             let now_ms = self.now.monotonic_ms;
@@ -1420,7 +1436,21 @@ impl Core {
             self.sessions.insert(session_id, session);
             return;
         };
+        if !self.caught_up_with(connection) {
+            let session = LiveSession::new(timeout_ms, self.now.monotonic_ms);
+            self.sessions.insert(session_id, session);
+            return self.refuse_handshake(connection);
+        }
         self.bind_session(connection, session_id, timeout_ms, password);
+    }
+
+    /// Whether this server has applied everything the client says it has seen. Once the
+    /// client's CreateSession or Attach applies here it has, unless the client saw a history
+    /// this ensemble never had: then it is refused, as ZooKeeper refuses it.
+    fn caught_up_with(&self, connection: ConnectionId) -> bool {
+        self.connections
+            .get(&connection)
+            .is_some_and(|c| c.last_zxid_seen <= self.tree.last_applied_zxid())
     }
 
     fn session_closed(
@@ -1500,6 +1530,13 @@ impl Core {
         self.out.push(Output::SaveSnapshot {
             tree: self.tree.clone(),
         });
+    }
+}
+
+/// An ensemble's `/zookeeper/config` shows its members, as ZooKeeper's does.
+fn publish_membership(config: &ServerConfig, tree: &mut DataTree, now: Now) {
+    if let Some(ensemble) = &config.ensemble {
+        tree.publish_membership(&ensemble.membership_text(), now.wall_ms);
     }
 }
 

@@ -138,6 +138,11 @@ fn summary(view: &View<'_>, out: &mut String) {
     let _ = writeln!(out, "Zxid: {:#x}", view.tree.last_applied_zxid());
     let _ = writeln!(out, "Mode: {}", view.mode_name());
     let _ = writeln!(out, "Node count: {}", view.tree.node_count());
+    if matches!(view.role, Role::Leader { .. }) {
+        // ZooKeeper's leader adds its proposal sizes; zoolog does not measure them (yet), and
+        // -1 is what ZooKeeper itself prints before it has any.
+        let _ = writeln!(out, "Proposal sizes last/min/max: -1/-1/-1");
+    }
 }
 
 fn srvr(view: &View<'_>) -> String {

@@ -177,6 +177,18 @@ impl DataTree {
         tree
     }
 
+    /// Publishes an ensemble's membership in `/zookeeper/config`, as ZooKeeper does from its
+    /// quorum configuration at startup (with version −1, as ZooKeeper installs it). Not a log
+    /// entry: every member computes the same text from its own configuration.
+    pub fn publish_membership(&mut self, text: &str, time_ms: i64) {
+        let node = node_mut(&mut self.nodes, CONFIG_PATH).expect("built-in node");
+        let old_bytes = node.data_length();
+        node.data = Some(Arc::from(text.as_bytes()));
+        node.version = -1;
+        node.mtime_ms = time_ms;
+        self.data_bytes = self.data_bytes - old_bytes as u64 + text.len() as u64;
+    }
+
     pub(crate) fn empty(config: TreeConfig) -> Self {
         DataTree {
             config: Arc::new(config),
