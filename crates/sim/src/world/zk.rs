@@ -563,6 +563,8 @@ impl World {
         let conn = client.conn();
         client.link = Link::None;
         client.pending.clear();
+        // A close in flight has an unknown outcome: it is issued again after reconnecting.
+        client.closing = false;
         client.reconnect_at = now + delay;
         if let (Some(conn), true) = (conn, tell_server) {
             self.to_server(conn, None);
@@ -828,6 +830,10 @@ impl World {
                     client.id
                 ));
             }
+            let id = self.zk().clients[c].session.as_ref().map_or(0, |s| s.id);
+            self.log(None, || {
+                format!("client {client_id}: session {id:#x} expired")
+            });
             self.session_ended(c, true);
             return Ok(());
         }
@@ -915,6 +921,12 @@ impl World {
         let client = &mut self.zk().clients[c];
         match pending.kind {
             Kind::Close if err == 0 => {
+                self.log(None, || {
+                    format!(
+                        "client {client_id}: session {session_id:#x} closed at {}",
+                        header.zxid
+                    )
+                });
                 self.session_ended(c, false);
                 let conn = self.zk().clients[c].conn();
                 self.zk().clients[c].link = Link::None;
@@ -926,6 +938,12 @@ impl World {
                 // SessionMoved or throttled: try again later, from a fresh connection.
                 client.closing = false;
                 self.client_disconnect(c, true);
+            }
+            Kind::Sync if err != 0 => {
+                // A failed sync (throttled) orders nothing: the read after it promises nothing.
+                if let Some(next) = client.pending.front_mut() {
+                    next.watermark = None;
+                }
             }
             Kind::Create { ephemeral: true } if err == 0 => client.ephemerals.push(pending.path),
             Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
