@@ -98,3 +98,95 @@ fn session_created_for_a_connection_closed_by_a_role_change() {
     );
     assert!(outputs.iter().all(|o| !matches!(o, Output::Write { .. })));
 }
+
+fn handshake(
+    core: &mut Core,
+    connection: u64,
+    session_id: i64,
+    password: Vec<u8>,
+    at: u64,
+) -> Vec<Output> {
+    core.handle(
+        Input::Opened {
+            connection,
+            peer: "10.0.0.1:5000".parse().unwrap(),
+        },
+        now(at),
+    );
+    core.handle(
+        Input::Handshake {
+            connection,
+            request: ConnectRequest {
+                timeout_ms: 1000,
+                session_id,
+                password,
+                read_only: Some(false),
+                ..ConnectRequest::default()
+            },
+        },
+        now(at),
+    )
+}
+
+/// The ConnectResponse among `outputs` (the first frame written on `connection`).
+fn connect_response(outputs: &[Output], connection: u64) -> Option<zoolog_proto::ConnectResponse> {
+    outputs.iter().find_map(|o| match o {
+        Output::Write {
+            connection: c,
+            bytes,
+            ..
+        } if *c == connection => zoolog_proto::ConnectResponse::decode(&bytes[4..]).ok(),
+        _ => None,
+    })
+}
+
+/// Seed 152 (core mode): a closeSession appended just before the server lost its leader was
+/// never ordered, but the session stayed marked closing on that server for good: every
+/// reconnect through it was told "session expired" while the session (and its ephemerals)
+/// lived on, and as leader it would never have expired the session.
+#[test]
+fn a_lost_close_does_not_leave_the_session_closing() {
+    let (mut core, layer) = ensemble_core();
+    core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
+    handshake(&mut core, 1, 0, vec![0; 16], 2);
+    let entry = layer.take(1).pop().expect("CreateSession appended");
+    let outputs = core.handle(Input::Committed { position: 1, entry }, now(3));
+    let session = connect_response(&outputs, 1).expect("session created");
+    assert_ne!(session.session_id, 0);
+    core.handle(
+        Input::Request {
+            connection: 1,
+            xid: 1,
+            request: zoolog_proto::Request::CloseSession,
+        },
+        now(4),
+    );
+    assert_eq!(
+        layer.take(10).len(),
+        1,
+        "the close was appended (and is now lost)"
+    );
+    core.handle(Input::Role(Role::Looking), now(5));
+    core.handle(Input::Closed { connection: 1 }, now(5));
+    core.handle(
+        Input::Role(Role::Follower {
+            leader: 2,
+            epoch: 2,
+        }),
+        now(6),
+    );
+    handshake(
+        &mut core,
+        2,
+        session.session_id,
+        session.password.clone(),
+        7,
+    );
+    let entry = layer.take(1).pop().expect("Attach appended");
+    let outputs = core.handle(Input::Committed { position: 2, entry }, now(8));
+    let reply = connect_response(&outputs, 2).expect("handshake answered");
+    assert_eq!(
+        reply.session_id, session.session_id,
+        "the session lives: the client must not be told it expired"
+    );
+}
