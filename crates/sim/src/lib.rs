@@ -9,6 +9,13 @@
 //! restarts, and the ensemble must elect a leader, acknowledge new commands and converge.
 //! The checkers are described in [`checker`].
 //!
+//! That is [`Mode::Zab`]. In [`Mode::Core`] each server also runs the real front end
+//! (`zoolog_server::core::Core` with the real data tree) over its Zab, exactly as the
+//! ensemble shell wires them, and the clients speak the ZooKeeper wire protocol to it:
+//! sessions, creates, setData and deletes with and without versions, reads, syncs,
+//! ephemerals, closeSession, reconnection with the same session to another server. Its
+//! extra checkers are described in [`zkcheck`]. Without `--mode`, odd seeds run core mode.
+//!
 //! This crate owns the simulation and its checkers. It must never read the real clock, use
 //! OS randomness or iterate a hash map: every choice comes from one [`rng::Rng`] seeded by the
 //! run's seed, and events run in (simulated time, scheduling order), so the same seed always
@@ -99,6 +106,7 @@ impl Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub seed: u64,
+    pub mode: Mode,
     pub participants: usize,
     pub observers: usize,
     pub benign: bool,
@@ -112,6 +120,13 @@ pub struct Report {
     pub epoch: u64,
     /// A hash of every event's time, order and kind: equal for equal seeds.
     pub trace_hash: u64,
+    /// Core mode: write replies checked against the common sequence, reads checked against
+    /// the common state (of which after a sync), sessions created and seen expired.
+    pub write_acks: u64,
+    pub reads_checked: u64,
+    pub synced_reads: u64,
+    pub sessions_created: u64,
+    pub sessions_expired: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -61,12 +61,19 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let mut failures = 0u64;
     let (mut events, mut committed, mut crashes) = (0u64, 0u64, 0u64);
+    let (mut core_seeds, mut write_acks, mut reads, mut synced_reads) = (0u64, 0u64, 0u64, 0u64);
+    let mut expired = 0u64;
     for seed in from..from + count {
         match run_seed(seed, &options) {
             Ok(report) => {
                 events += report.events;
                 committed += report.committed;
                 crashes += report.crashes;
+                core_seeds += (report.mode == Mode::Core) as u64;
+                write_acks += report.write_acks;
+                reads += report.reads_checked;
+                synced_reads += report.synced_reads;
+                expired += report.sessions_expired;
             }
             Err(failure) => {
                 failures += 1;
@@ -75,7 +82,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes",
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired",
         count,
         from + count,
         started.elapsed().as_secs_f64()

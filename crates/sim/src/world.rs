@@ -329,8 +329,19 @@ impl World {
     }
 
     pub(crate) fn report(&self) -> Report {
+        let zk = self.zk.as_ref().map(|zk| &zk.checker);
         Report {
             seed: self.seed,
+            mode: if self.zk.is_some() {
+                Mode::Core
+            } else {
+                Mode::Zab
+            },
+            write_acks: zk.map_or(0, |c| c.write_acks),
+            reads_checked: zk.map_or(0, |c| c.reads_checked),
+            synced_reads: zk.map_or(0, |c| c.synced_reads),
+            sessions_created: zk.map_or(0, |c| c.sessions_created),
+            sessions_expired: zk.map_or(0, |c| c.sessions_expired),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),
             observers: self.nodes.iter().filter(|n| n.observer).count(),
             benign: self.benign,

@@ -1,7 +1,7 @@
-//! The simulator in CI: many seeds (ZOOLOG_SIM_SEEDS, default 1000, from ZOOLOG_SIM_FROM),
-//! and reproducibility.
+//! The simulator in CI: many seeds (ZOOLOG_SIM_SEEDS, default 2000, from ZOOLOG_SIM_FROM;
+//! even seeds run zab mode, odd seeds core mode), and reproducibility.
 
-use zoolog_sim::{run_seed, Options};
+use zoolog_sim::{run_seed, Mode, Options};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -12,7 +12,7 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn seeds_pass() {
-    let count = env("ZOOLOG_SIM_SEEDS", 1000);
+    let count = env("ZOOLOG_SIM_SEEDS", 2000);
     let from = env("ZOOLOG_SIM_FROM", 0);
     let options = Options::default();
     let failures: Vec<String> = (from..from + count)
@@ -41,4 +41,31 @@ fn same_seed_same_run() {
             (a, b) => panic!("seed {seed}: one run passed, the other failed: {a:?} / {b:?}"),
         }
     }
+}
+
+#[test]
+fn core_mode_is_deterministic_and_not_vacuous() {
+    let options = Options {
+        mode: Some(Mode::Core),
+        ..Options::default()
+    };
+    let (mut acks, mut reads, mut synced, mut expired) = (0, 0, 0, 0);
+    for seed in [1, 2, 4242, 77, 1001] {
+        let first = run_seed(seed, &options).unwrap_or_else(|f| panic!("{f}"));
+        let second = run_seed(seed, &options).unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(
+            first, second,
+            "seed {seed} ran differently twice in core mode"
+        );
+        assert_eq!(first.mode, Mode::Core);
+        acks += first.write_acks;
+        reads += first.reads_checked;
+        synced += first.synced_reads;
+        expired += first.sessions_expired;
+    }
+    assert!(
+        acks > 100 && reads > 100 && synced > 10,
+        "the checkers saw too little: {acks} write replies, {reads} reads, {synced} after a sync"
+    );
+    let _ = expired;
 }
