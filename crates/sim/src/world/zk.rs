@@ -618,6 +618,13 @@ impl World {
         if client.closing {
             return Ok(());
         }
+        if !quiesce && self.rng.chance(0.005) {
+            // Moves to another server (as after a load-balancing hint or a flaky link), with
+            // whatever it has in flight: those requests' outcomes become unknown.
+            self.client_disconnect(c, true);
+            return Ok(());
+        }
+        let client = &self.zk().clients[c];
         if quiesce {
             if client.pending.is_empty() {
                 self.issue(c, Kind::Close, String::new(), None, None);
