@@ -49,7 +49,7 @@ fn core_mode_is_deterministic_and_not_vacuous() {
         mode: Some(Mode::Core),
         ..Options::default()
     };
-    let (mut acks, mut reads, mut synced, mut expired) = (0, 0, 0, 0);
+    let (mut acks, mut reads, mut synced) = (0, 0, 0);
     for seed in [1, 2, 4242, 77, 1001] {
         let first = run_seed(seed, &options).unwrap_or_else(|f| panic!("{f}"));
         let second = run_seed(seed, &options).unwrap_or_else(|f| panic!("{f}"));
@@ -61,11 +61,9 @@ fn core_mode_is_deterministic_and_not_vacuous() {
         acks += first.write_acks;
         reads += first.reads_checked;
         synced += first.synced_reads;
-        expired += first.sessions_expired;
     }
     assert!(
         acks > 100 && reads > 100 && synced > 10,
         "the checkers saw too little: {acks} write replies, {reads} reads, {synced} after a sync"
     );
-    let _ = expired;
 }

@@ -869,7 +869,6 @@ impl World {
         let header = ReplyHeader::read_from(&mut reader)
             .map_err(|e| format!("reply header does not decode: {e}"))?;
         let body = &frame[16.min(frame.len())..];
-        let now = self.now;
         let phase = self.phase;
         let faults_end = self.faults_end;
         let client = &mut self.zk().clients[c];
@@ -1037,7 +1036,6 @@ impl World {
             }
             _ => {}
         }
-        let _ = now;
         Ok(())
     }
 
