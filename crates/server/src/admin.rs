@@ -369,6 +369,30 @@ fn last_snapshot(view: &View<'_>) -> Fields {
     ]
 }
 
+/// ZooKeeper's `leader`: who leads this server's quorum. A standalone server is no quorum
+/// server, and one without a leader has none to name; both answer as ZooKeeper does.
+fn leader(view: &View<'_>) -> Result<Vec<(&'static str, Json)>, String> {
+    let leader_id = match view.role {
+        Role::Leader { .. } => u64::from(view.config.server_id),
+        Role::Follower { leader, .. } | Role::Observer { leader, .. } => leader,
+        Role::Standalone | Role::Looking => return Err("server is not initialized".to_owned()),
+    };
+    let leader_ip = view
+        .config
+        .ensemble
+        .as_ref()
+        .and_then(|ensemble| ensemble.members.get(&leader_id))
+        .map_or(Json::Null, |peer| Json::str(peer.host.as_str()));
+    Ok(vec![
+        (
+            "is_leader",
+            Json::Bool(matches!(view.role, Role::Leader { .. })),
+        ),
+        ("leader_id", Json::Int(leader_id as i64)),
+        ("leader_ip", leader_ip),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,28 +443,4 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count);
     }
-}
-
-/// ZooKeeper's `leader`: who leads this server's quorum. A standalone server is no quorum
-/// server, and one without a leader has none to name; both answer as ZooKeeper does.
-fn leader(view: &View<'_>) -> Result<Vec<(&'static str, Json)>, String> {
-    let leader_id = match view.role {
-        Role::Leader { .. } => u64::from(view.config.server_id),
-        Role::Follower { leader, .. } | Role::Observer { leader, .. } => leader,
-        Role::Standalone | Role::Looking => return Err("server is not initialized".to_owned()),
-    };
-    let leader_ip = view
-        .config
-        .ensemble
-        .as_ref()
-        .and_then(|ensemble| ensemble.members.get(&leader_id))
-        .map_or(Json::Null, |peer| Json::str(peer.host.as_str()));
-    Ok(vec![
-        (
-            "is_leader",
-            Json::Bool(matches!(view.role, Role::Leader { .. })),
-        ),
-        ("leader_id", Json::Int(leader_id as i64)),
-        ("leader_ip", leader_ip),
-    ])
 }

@@ -46,7 +46,7 @@ pub enum Mode {
 impl Mode {
     /// Without `--mode`, even seeds run Zab mode and odd seeds core mode.
     pub fn for_seed(seed: u64) -> Mode {
-        if seed % 2 == 0 {
+        if seed.is_multiple_of(2) {
             Mode::Zab
         } else {
             Mode::Core

@@ -315,7 +315,7 @@ impl World {
         for id in ids {
             self.zk().conns.get_mut(&id).unwrap().server_open = false;
             let delay = self.rng.range(100, 20_000);
-            self.to_client(id, None, delay);
+            self.send_to_client(id, None, delay);
         }
     }
 
@@ -366,7 +366,7 @@ impl World {
                         .is_some_and(|c| c.server_open)
                     {
                         let delay = self.conn_delay();
-                        self.to_client(connection, Some(frame), delay);
+                        self.send_to_client(connection, Some(frame), delay);
                     }
                 }
                 Output::Close { connection } => {
@@ -379,7 +379,7 @@ impl World {
                         .is_some();
                     if open {
                         let delay = self.conn_delay();
-                        self.to_client(connection, None, delay);
+                        self.send_to_client(connection, None, delay);
                         self.core_input(idx, CoreInput::Closed { connection })?;
                     }
                 }
@@ -463,7 +463,7 @@ impl World {
         delay
     }
 
-    fn to_client(&mut self, conn: u64, frame: Option<Vec<u8>>, delay: u64) {
+    fn send_to_client(&mut self, conn: u64, frame: Option<Vec<u8>>, delay: u64) {
         let now = self.now;
         let Some(c) = self.zk().conns.get_mut(&conn) else {
             return;
@@ -473,7 +473,7 @@ impl World {
         self.queue.push(at, Event::ZkToClient { conn, frame });
     }
 
-    fn to_server(&mut self, conn: u64, frame: Option<Vec<u8>>) {
+    fn send_to_server(&mut self, conn: u64, frame: Option<Vec<u8>>) {
         let delay = self.conn_delay();
         let now = self.now;
         let Some(c) = self.zk().conns.get_mut(&conn) else {
@@ -551,7 +551,7 @@ impl World {
         let client = &mut self.zk().clients[c];
         client.last_sent_us = now;
         let conn = client.conn().expect("connected");
-        self.to_server(conn, Some(frame_of(frame)));
+        self.send_to_server(conn, Some(frame_of(frame)));
     }
 
     /// The client gives up its connection (or learns it is gone): requests in flight have
@@ -567,7 +567,7 @@ impl World {
         client.closing = false;
         client.reconnect_at = now + delay;
         if let (Some(conn), true) = (conn, tell_server) {
-            self.to_server(conn, None);
+            self.send_to_server(conn, None);
         }
     }
 
@@ -937,7 +937,7 @@ impl World {
                 let conn = self.zk().clients[c].conn();
                 self.zk().clients[c].link = Link::None;
                 if let Some(conn) = conn {
-                    self.to_server(conn, None);
+                    self.send_to_server(conn, None);
                 }
             }
             Kind::Close => {
