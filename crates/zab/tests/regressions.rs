@@ -313,3 +313,72 @@ fn an_unestablished_server_answers_a_peer_at_most_once_per_retry_interval() {
     let later = zab.handle(vote(2, 1, 2), 2 + 50);
     assert_eq!(sent_to(&later, 2).len(), 1);
 }
+
+/// Seeds 22, 3107, 4384, 4397, 5603, 6573, 7388: forwards were numbered per learner attempt,
+/// and when a learner started over and rejoined the same leader in the same epoch the leader
+/// reset its count; a delayed `Forward` of the earlier attempt was then proposed again (one
+/// command delivered twice). Every leader↔learner message now names its link (epoch and the
+/// learner's attempt), and the leader drops what belongs to an attempt older than the current.
+#[test]
+fn a_forward_from_an_earlier_learner_attempt_is_not_proposed() {
+    let attempt = |round| zoolog_zab::Attempt {
+        incarnation: 0,
+        round,
+    };
+    let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
+    // Servers 2 and 3 vote for server 1, which leads epoch 1 with both of them.
+    zab.handle(vote(2, 1, 1), 1);
+    zab.handle(vote(3, 1, 1), 1);
+    for from in [2, 3] {
+        let info = Message::FollowerInfo {
+            accepted_epoch: 0,
+            observer: false,
+            attempt: attempt(1),
+        };
+        zab.handle(message(from, info), 2);
+    }
+    let link = |round| zoolog_zab::Link {
+        epoch: 1,
+        attempt: attempt(round),
+    };
+    for from in [2, 3] {
+        let promise = Message::AckEpoch {
+            link: link(1),
+            counted: true,
+            current_epoch: 0,
+            snapshot_position: 0,
+            runs: Vec::new(),
+            last_position: 0,
+        };
+        zab.handle(message(from, promise), 3);
+    }
+    for from in [2, 3] {
+        let synced = Message::AckNewLeader {
+            link: link(1),
+            last_position: 0,
+        };
+        zab.handle(message(from, synced), 4);
+    }
+    assert!(zab.status().is_serving(), "leader established");
+    let forward = |round| Message::Forward {
+        link: link(round),
+        first_sequence: 1,
+        payloads: vec![bytes::Bytes::from_static(b"command")],
+    };
+    let appended = |actions: &[Action]| {
+        actions
+            .iter()
+            .any(|action| matches!(action, Action::Append { .. }))
+    };
+    assert!(appended(&zab.handle(message(2, forward(1)), 5)));
+    // Server 2 starts over (attempt 2) and joins again; its old forward arrives late.
+    let info = Message::FollowerInfo {
+        accepted_epoch: 1,
+        observer: false,
+        attempt: attempt(2),
+    };
+    zab.handle(message(2, info), 6);
+    let late = zab.handle(message(2, forward(1)), 7);
+    assert!(!appended(&late), "{late:?}");
+    assert_eq!(zab.last_logged_position(), 1);
+}
