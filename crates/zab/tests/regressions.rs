@@ -378,6 +378,20 @@ fn a_forward_from_an_earlier_learner_attempt_is_not_proposed() {
         attempt: attempt(2),
     };
     zab.handle(message(2, info), 6);
+    let promise = Message::AckEpoch {
+        link: link(2),
+        counted: false,
+        current_epoch: 1,
+        snapshot_position: 0,
+        runs: vec![(1, 1)],
+        last_position: 1,
+    };
+    zab.handle(message(2, promise), 6);
+    let synced = Message::AckNewLeader {
+        link: link(2),
+        last_position: 1,
+    };
+    zab.handle(message(2, synced), 6);
     let late = zab.handle(message(2, forward(1)), 7);
     assert!(!appended(&late), "{late:?}");
     assert_eq!(zab.last_logged_position(), 1);
