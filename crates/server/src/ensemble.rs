@@ -458,7 +458,7 @@ impl Driver {
                 }
                 Action::StatusChanged(status) => {
                     tracing::info!(?status, "ensemble status");
-                    self.deliver(Delivery::Role(role_of(status))).await;
+                    self.deliver(Delivery::Role(Role::from(status))).await;
                 }
             }
         }
@@ -543,18 +543,22 @@ fn forward_completions(mut durable: mpsc::Receiver<Durable>) -> watch::Receiver<
     receiver
 }
 
-fn role_of(status: Status) -> Role {
-    match status {
-        Status::Looking => Role::Looking,
-        Status::Serving {
-            role,
-            leader,
-            epoch,
-        } => match role {
-            ServingRole::Leader => Role::Leader { epoch },
-            ServingRole::Follower => Role::Follower { leader, epoch },
-            ServingRole::Observer => Role::Observer { leader, epoch },
-        },
+/// What the front end makes of the protocol's status: one mapping for the server and the
+/// simulator, which drive the same front end.
+impl From<Status> for Role {
+    fn from(status: Status) -> Role {
+        match status {
+            Status::Looking => Role::Looking,
+            Status::Serving {
+                role,
+                leader,
+                epoch,
+            } => match role {
+                ServingRole::Leader => Role::Leader { epoch },
+                ServingRole::Follower => Role::Follower { leader, epoch },
+                ServingRole::Observer => Role::Observer { leader, epoch },
+            },
+        }
     }
 }
 

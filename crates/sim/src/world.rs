@@ -704,10 +704,7 @@ impl World {
                     self.nodes[idx].status = status;
                     self.end_connections(idx);
                     if self.zk.is_some() {
-                        self.core_input(
-                            idx,
-                            zoolog_server::core::Input::Role(zk::role_of(status)),
-                        )?;
+                        self.core_input(idx, zoolog_server::core::Input::Role(status.into()))?;
                     }
                 }
             }

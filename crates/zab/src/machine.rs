@@ -896,24 +896,8 @@ impl Zab {
         peer.sync_sent_ms = self.now_ms;
         match plan(&self.history, &promise.log) {
             SyncPlan::Diff { truncate_after } => {
-                // At least the whole history the epoch was established with: the learner
-                // records the epoch as current once this is durable, and a current epoch
-                // vouches for every entry committed before it (a learner that recorded it
-                // holding only part of that history could later out-rank servers holding
-                // committed entries it lacks, and a leader it elected would cut them).
-                let last = (truncate_after + self.config.message_entries_max as Position)
-                    .max(leader.history_end)
-                    .min(self.history.last_position());
-                let entries = self.history.range(truncate_after + 1, last);
-                peer.sent = last;
                 peer.awaiting_snapshot = false;
-                let message = Message::NewLeader {
-                    link: peer.link(leader.epoch),
-                    truncate_after,
-                    snapshot: None,
-                    entries,
-                    commit: self.committed.min(last),
-                };
+                let message = self.new_leader_message(leader, id, truncate_after, None);
                 self.send(id, message);
             }
             SyncPlan::Snapshot => {
@@ -938,26 +922,45 @@ impl Zab {
                 // Older than anything held: the next heartbeat asks for a newer one.
                 return;
             };
-            // At least the whole established history, as in `leader_start_sync`.
-            let last = (position + zab.config.message_entries_max as Position)
-                .max(leader.history_end)
-                .min(zab.history.last_position());
-            let entries = zab.history.range(position + 1, last);
-            peer.sent = last;
-            peer.sync_sent_ms = zab.now_ms;
-            let message = Message::NewLeader {
-                link: peer.link(leader.epoch),
-                truncate_after: position,
-                snapshot: Some(SnapshotImage {
-                    position,
-                    epoch,
-                    payload,
-                }),
-                entries,
-                commit: zab.committed.min(last),
+            let image = SnapshotImage {
+                position,
+                epoch,
+                payload,
             };
+            let message = zab.new_leader_message(leader, peer_id, position, Some(image));
             zab.send(peer_id, message);
         });
+    }
+
+    /// `NewLeader` for a learner whose log agrees with ours through `after` (or who gets
+    /// `snapshot`, exact at `after`): the entries after it, and at least the whole history the
+    /// epoch was established with. The learner records the epoch as current once this is
+    /// durable, and a current epoch vouches for every entry committed before it (a learner
+    /// that recorded it holding only part of that history could later out-rank servers
+    /// holding committed entries it lacks, and a leader it elected would cut them).
+    fn new_leader_message(
+        &self,
+        leader: &mut Leader,
+        id: ServerId,
+        after: Position,
+        snapshot: Option<SnapshotImage>,
+    ) -> Message {
+        let last = (after + self.config.message_entries_max as Position)
+            .max(leader.history_end)
+            .min(self.history.last_position());
+        let peer = leader
+            .peers
+            .get_mut(&id)
+            .expect("the caller holds this learner");
+        peer.sent = last;
+        peer.sync_sent_ms = self.now_ms;
+        Message::NewLeader {
+            link: peer.link(leader.epoch),
+            truncate_after: after,
+            snapshot,
+            entries: self.history.range(after + 1, last),
+            commit: self.committed.min(last),
+        }
     }
 
     fn leader_ack_new_leader(&mut self, from: ServerId, epoch: Epoch, last_position: Position) {

@@ -17,10 +17,10 @@ use zoolog_proto::{
     SetDataRequest, Stat,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
-use zoolog_server::core::{Core, Input as CoreInput, Now, Output, Role};
+use zoolog_server::core::{Core, Input as CoreInput, Now, Output};
 use zoolog_server::ServerConfig;
 use zoolog_tree::{DataTree, TreeConfig};
-use zoolog_zab::{Input, ServingRole, Status};
+use zoolog_zab::Input;
 
 use super::{fnv, Event, Phase, World};
 use crate::node::{Front, SimLayer};
@@ -134,21 +134,6 @@ impl ZkClient {
 
     pub(crate) fn idle(&self) -> bool {
         self.session.is_none() && self.link == Link::None && self.pending.is_empty()
-    }
-}
-
-pub(crate) fn role_of(status: Status) -> Role {
-    match status {
-        Status::Looking => Role::Looking,
-        Status::Serving {
-            role,
-            leader,
-            epoch,
-        } => match role {
-            ServingRole::Leader => Role::Leader { epoch },
-            ServingRole::Follower => Role::Follower { leader, epoch },
-            ServingRole::Observer => Role::Observer { leader, epoch },
-        },
     }
 }
 
