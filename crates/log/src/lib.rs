@@ -25,6 +25,7 @@
 
 mod error;
 mod fsutil;
+mod limits;
 mod record;
 mod recovery;
 mod replica;
@@ -33,6 +34,7 @@ mod single;
 mod snapshot;
 
 pub use error::{AppendError, LogError};
+pub use limits::WalLimits;
 pub use replica::{
     Durable, ReplicaEntry, ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
 };

@@ -40,6 +40,7 @@ use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
 use crate::fsutil::{create_dir, fsync_dir, remove_file, remove_file_gradually, same_dir, DirLock};
+use crate::limits::WalLimits;
 use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::{segment_file_name, segments_to_purge};
 use crate::segment::{
@@ -47,8 +48,6 @@ use crate::segment::{
 };
 use crate::snapshot::SnapshotStore;
 use crate::{LogStats, Position};
-
-const MIB: usize = 1024 * 1024;
 
 /// Bytes the entry's epoch takes at the start of a record's payload.
 const EPOCH_BYTES: usize = 8;
@@ -83,27 +82,16 @@ pub struct Durable {
     pub epoch: u64,
 }
 
-/// Where the replica's files live and the limits of every queue and buffer in it.
+/// Where the replica's files live and the limits of every queue and buffer in it. The queue
+/// entry limit is also the capacity of the [`Durable`] channel; `entry_bytes_max` does not
+/// count the epoch a record adds; a single append beyond the batch limits is written on its own.
 #[derive(Debug, Clone)]
 pub struct ReplicaLogConfig {
     /// WAL segments and the epochs file.
     pub wal_dir: PathBuf,
     /// Snapshots; may be the same directory as `wal_dir`.
     pub snapshot_dir: PathBuf,
-    /// A segment is rolled before a record would take it past this size.
-    pub segment_bytes_max: u64,
-    /// Largest entry payload (the epoch the record adds is not counted).
-    pub entry_bytes_max: usize,
-    /// Appends waiting for the writer, in entries and in payload bytes. Also the capacity of
-    /// the [`Durable`] channel.
-    pub queue_entries_max: usize,
-    pub queue_bytes_max: usize,
-    /// One write and one fdatasync cover at most this much (whole appends; a single append
-    /// beyond these limits is written on its own).
-    pub batch_entries_max: usize,
-    pub batch_bytes_max: usize,
-    /// At least [`crate::SNAPSHOTS_RETAINED_MIN`].
-    pub snapshots_retained: usize,
+    pub limits: WalLimits,
 }
 
 impl ReplicaLogConfig {
@@ -111,42 +99,12 @@ impl ReplicaLogConfig {
         ReplicaLogConfig {
             wal_dir: wal_dir.into(),
             snapshot_dir: snapshot_dir.into(),
-            segment_bytes_max: 64 * MIB as u64,
-            entry_bytes_max: 4 * MIB,
-            queue_entries_max: 16 * 1024,
-            queue_bytes_max: 64 * MIB,
-            batch_entries_max: 1024,
-            batch_bytes_max: 8 * MIB,
-            snapshots_retained: 3,
+            limits: WalLimits::default(),
         }
     }
 
     fn validate(&self) -> Result<(), LogError> {
-        let positive = [
-            ("segment_bytes_max", self.segment_bytes_max as usize),
-            ("queue_entries_max", self.queue_entries_max),
-            ("batch_entries_max", self.batch_entries_max),
-            ("batch_bytes_max", self.batch_bytes_max),
-        ];
-        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(LogError::InvalidConfig(format!(
-                "{name} must be greater than 0"
-            )));
-        }
-        if self.entry_bytes_max > RECORD_PAYLOAD_BYTES_MAX - EPOCH_BYTES {
-            return Err(LogError::InvalidConfig(format!(
-                "entry_bytes_max {} exceeds the record format limit {}",
-                self.entry_bytes_max,
-                RECORD_PAYLOAD_BYTES_MAX - EPOCH_BYTES
-            )));
-        }
-        if self.queue_bytes_max < self.entry_bytes_max {
-            return Err(LogError::InvalidConfig(format!(
-                "queue_bytes_max {} is below entry_bytes_max {}, so a maximal entry could never be queued",
-                self.queue_bytes_max, self.entry_bytes_max
-            )));
-        }
-        Ok(())
+        self.limits.validate(RECORD_PAYLOAD_BYTES_MAX - EPOCH_BYTES)
     }
 }
 
@@ -267,7 +225,8 @@ impl ReplicaLog {
             dir_locks.push(DirLock::acquire(&config.snapshot_dir)?);
         }
         let epochs = read_epochs(&config.wal_dir)?;
-        let snapshots = SnapshotStore::open(&config.snapshot_dir, config.snapshots_retained)?;
+        let snapshots =
+            SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
         let snapshot = snapshots.load_newest_valid()?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let shared = Arc::new(Shared::default());
@@ -297,13 +256,17 @@ impl ReplicaLog {
             &shared.fsync,
         )?;
         let segments_lock = Arc::new(Mutex::new(()));
-        let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
-        let (durable_tx, durable_rx) = mpsc::channel(config.queue_entries_max);
+        let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
+        let (durable_tx, durable_rx) = mpsc::channel(config.limits.queue_entries_max);
         let writer = Writer {
-            segments: SegmentWriter::new(config.wal_dir.clone(), segment, config.segment_bytes_max),
+            segments: SegmentWriter::new(
+                config.wal_dir.clone(),
+                segment,
+                config.limits.segment_bytes_max,
+            ),
             next_position: last_position + 1,
-            batch_entries_max: config.batch_entries_max,
-            batch_bytes_max: config.batch_bytes_max,
+            batch_entries_max: config.limits.batch_entries_max,
+            batch_bytes_max: config.limits.batch_bytes_max,
             queue: queue_rx,
             held_over: None,
             durable: durable_tx,
@@ -326,9 +289,9 @@ impl ReplicaLog {
         );
         let log = ReplicaLog {
             wal_dir: config.wal_dir,
-            entry_bytes_max: config.entry_bytes_max,
-            queue_entries_max: config.queue_entries_max,
-            queue_bytes_max: config.queue_bytes_max,
+            entry_bytes_max: config.limits.entry_bytes_max,
+            queue_entries_max: config.limits.queue_entries_max,
+            queue_bytes_max: config.limits.queue_bytes_max,
             order: Mutex::new(Order {
                 last_queued: last_position,
                 snapshot_floor: snapshot_position,

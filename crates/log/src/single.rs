@@ -18,13 +18,12 @@ use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
 use crate::fsutil::{create_dir, fsync_dir, remove_file_gradually, same_dir, DirLock};
+use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::{segment_file_name, segments_to_purge, RecoveredTail};
 use crate::segment::{list_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
 use crate::snapshot::SnapshotStore;
 use crate::{CommittedBatch, OrderingLayer, Position};
-
-const MIB: usize = 1024 * 1024;
 
 /// Where the log lives and the limits of every queue and buffer in it.
 #[derive(Debug, Clone)]
@@ -33,20 +32,9 @@ pub struct SingleLogConfig {
     pub wal_dir: PathBuf,
     /// Snapshots (ZooKeeper's dataDir); may be the same directory as `wal_dir`.
     pub snapshot_dir: PathBuf,
-    /// A segment is rolled before a record would take it past this size; a single record
-    /// larger than this gets a segment of its own.
-    pub segment_bytes_max: u64,
-    pub entry_bytes_max: usize,
-    /// Appends waiting for the writer, counted in entries and in payload bytes.
-    pub queue_entries_max: usize,
-    pub queue_bytes_max: usize,
-    /// One write and one fsync cover at most this much.
-    pub batch_entries_max: usize,
-    pub batch_bytes_max: usize,
+    pub limits: WalLimits,
     /// Committed batches the apply loop has not received yet; when full the writer waits.
     pub committed_batches_max: usize,
-    /// ZooKeeper's autopurge.snapRetainCount (at least [`crate::SNAPSHOTS_RETAINED_MIN`]).
-    pub snapshots_retained: usize,
 }
 
 impl SingleLogConfig {
@@ -54,43 +42,18 @@ impl SingleLogConfig {
         SingleLogConfig {
             wal_dir: wal_dir.into(),
             snapshot_dir: snapshot_dir.into(),
-            segment_bytes_max: 64 * MIB as u64,
-            entry_bytes_max: 4 * MIB,
-            queue_entries_max: 16 * 1024,
-            queue_bytes_max: 64 * MIB,
-            batch_entries_max: 1024,
-            batch_bytes_max: 8 * MIB,
+            limits: WalLimits::default(),
             committed_batches_max: 64,
-            snapshots_retained: 3,
         }
     }
 
     fn validate(&self) -> Result<(), LogError> {
-        let positive = [
-            ("segment_bytes_max", self.segment_bytes_max as usize),
-            ("queue_entries_max", self.queue_entries_max),
-            ("batch_entries_max", self.batch_entries_max),
-            ("batch_bytes_max", self.batch_bytes_max),
-            ("committed_batches_max", self.committed_batches_max),
-        ];
-        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(LogError::InvalidConfig(format!(
-                "{name} must be greater than 0"
-            )));
+        if self.committed_batches_max == 0 {
+            return Err(LogError::InvalidConfig(
+                "committed_batches_max must be greater than 0".into(),
+            ));
         }
-        if self.entry_bytes_max > RECORD_PAYLOAD_BYTES_MAX {
-            return Err(LogError::InvalidConfig(format!(
-                "entry_bytes_max {} exceeds the record format limit {RECORD_PAYLOAD_BYTES_MAX}",
-                self.entry_bytes_max
-            )));
-        }
-        if self.queue_bytes_max < self.entry_bytes_max {
-            return Err(LogError::InvalidConfig(format!(
-                "queue_bytes_max {} is below entry_bytes_max {}, so a maximal entry could never be queued",
-                self.queue_bytes_max, self.entry_bytes_max
-            )));
-        }
-        Ok(())
+        self.limits.validate(RECORD_PAYLOAD_BYTES_MAX)
     }
 }
 
@@ -176,7 +139,8 @@ impl SingleLog {
         if !same_dir(&config.wal_dir, &config.snapshot_dir)? {
             dir_locks.push(DirLock::acquire(&config.snapshot_dir)?);
         }
-        let snapshots = SnapshotStore::open(&config.snapshot_dir, config.snapshots_retained)?;
+        let snapshots =
+            SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
         let snapshot = snapshots.load_newest_valid()?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let (recovered_tail, last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
@@ -214,8 +178,8 @@ impl SingleLog {
         );
         let log = SingleLog {
             wal_dir: config.wal_dir,
-            entry_bytes_max: config.entry_bytes_max,
-            queue_bytes_max: config.queue_bytes_max,
+            entry_bytes_max: config.limits.entry_bytes_max,
+            queue_bytes_max: config.limits.queue_bytes_max,
             queue: RwLock::new(Some(queue_tx)),
             writer: Mutex::new(Some(handle)),
             shared,
@@ -398,13 +362,17 @@ impl Writer {
         committed_position: Position,
         shared: Arc<Shared>,
     ) -> Result<WriterChannels, LogError> {
-        let (queue_tx, queue_rx) = sync_channel(config.queue_entries_max);
+        let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
         let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
         let writer = Writer {
-            segments: SegmentWriter::new(config.wal_dir.clone(), segment, config.segment_bytes_max),
+            segments: SegmentWriter::new(
+                config.wal_dir.clone(),
+                segment,
+                config.limits.segment_bytes_max,
+            ),
             next_position: committed_position + 1,
-            batch_entries_max: config.batch_entries_max,
-            batch_bytes_max: config.batch_bytes_max,
+            batch_entries_max: config.limits.batch_entries_max,
+            batch_bytes_max: config.limits.batch_bytes_max,
             queue: queue_rx,
             held_over: None,
             committed: committed_tx,

@@ -183,7 +183,7 @@ proptest! {
     fn recovery_yields_the_surviving_prefix(ops in proptest::collection::vec(op(), 1..30)) {
         let root = tempfile::tempdir().unwrap();
         let mut config = config(root.path());
-        config.segment_bytes_max = 160;
+        config.limits.segment_bytes_max = 160;
         let mut harness = Harness {
             config,
             log: None,

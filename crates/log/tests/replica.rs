@@ -74,7 +74,7 @@ fn segment_files(wal_dir: &Path) -> Vec<PathBuf> {
 fn appends_complete_in_order_and_recover() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 512;
+    config.limits.segment_bytes_max = 512;
     let (log, recovered, mut durable) = open(&config);
     assert_eq!(recovered.entries, vec![]);
     assert_eq!(recovered.snapshot, None);
@@ -143,9 +143,9 @@ fn appends_that_do_not_continue_the_log_are_refused() {
 fn full_queue_and_oversized_appends_are_refused_not_blocked() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.queue_entries_max = 4;
-    config.entry_bytes_max = 64;
-    config.queue_bytes_max = 256;
+    config.limits.queue_entries_max = 4;
+    config.limits.entry_bytes_max = 64;
+    config.limits.queue_bytes_max = 256;
     let (log, _, mut durable) = open(&config);
     let big = vec![ReplicaEntry {
         position: 1,
@@ -184,7 +184,7 @@ fn full_queue_and_oversized_appends_are_refused_not_blocked() {
 fn truncated_entries_never_come_back() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 400;
+    config.limits.segment_bytes_max = 400;
     let (log, _, mut durable) = open(&config);
     log.append(entries(1, 40, 1)).unwrap();
     wait_durable(&mut durable, 40);
@@ -256,7 +256,7 @@ fn truncation_waits_for_appends_queued_before_it() {
 fn installed_snapshot_replaces_the_log() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 300;
+    config.limits.segment_bytes_max = 300;
     let (log, _, mut durable) = open(&config);
     log.append(entries(1, 30, 1)).unwrap();
     wait_durable(&mut durable, 30);
@@ -323,7 +323,7 @@ fn an_install_interrupted_after_its_snapshot_recovers_to_the_snapshot() {
 fn saved_snapshots_purge_old_segments() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 300;
+    config.limits.segment_bytes_max = 300;
     let (log, _, mut durable) = open(&config);
     log.append(entries(1, 60, 1)).unwrap();
     wait_durable(&mut durable, 60);
@@ -466,7 +466,7 @@ fn replica_crash_child_process_entry_point() {
         return;
     };
     let mut config = config(Path::new(&dir));
-    config.segment_bytes_max = 16 * 1024;
+    config.limits.segment_bytes_max = 16 * 1024;
     let (log, _, mut durable) = open(&config);
     let log = std::sync::Arc::new(log);
     let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
@@ -586,7 +586,7 @@ fn sigkill_during_appends_and_truncations_keeps_a_consistent_log() {
     }
 
     let mut config = config(root.path());
-    config.segment_bytes_max = 16 * 1024;
+    config.limits.segment_bytes_max = 16 * 1024;
     let (log, recovered, mut durable) = open(&config);
     eprintln!(
         "{} completions reported, {} truncations, {} entries recovered",
@@ -708,7 +708,7 @@ impl Model {
 fn run_model(ops: Vec<Op>) {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 200;
+    config.limits.segment_bytes_max = 200;
     let (log, recovered, durable) = open(&config);
     let mut open_log = Some((log, durable));
     let mut model = Model {

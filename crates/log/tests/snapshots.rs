@@ -121,7 +121,7 @@ fn truncated_newest_snapshot_and_leftover_tmp_files_are_skipped_and_tmp_files_re
 fn wal_that_does_not_reach_the_snapshot_is_corruption() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 100;
+    config.limits.segment_bytes_max = 100;
     let payloads: Vec<Bytes> = (0..20).map(|i| payload("connect", i)).collect();
     {
         let (log, _, mut committed) = open(&config);
@@ -141,7 +141,7 @@ fn wal_that_does_not_reach_the_snapshot_is_corruption() {
 fn purge_keeps_the_retained_snapshots_and_every_segment_still_needed() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 120;
+    config.limits.segment_bytes_max = 120;
     let payloads: Vec<Bytes> = (0..60).map(|i| payload("purge", i)).collect();
     let (log, _, mut committed) = open(&config);
     append_all(&log, &mut committed, &payloads);
@@ -190,7 +190,7 @@ fn purge_keeps_the_retained_snapshots_and_every_segment_still_needed() {
 fn repeated_purges_keep_the_segment_being_written_and_the_log_going() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 100;
+    config.limits.segment_bytes_max = 100;
     let payloads: Vec<Bytes> = (0..12).map(|i| payload("timer", i)).collect();
     let (log, _, mut committed) = open(&config);
     append_all(&log, &mut committed, &payloads[..10]);

@@ -61,7 +61,7 @@ fn reopen_recovers_everything_and_continues_after_it() {
 fn segments_roll_at_the_size_limit_and_recover_across_files() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 200;
+    config.limits.segment_bytes_max = 200;
     let payloads: Vec<Bytes> = (0..40).map(|i| payload("roll", i)).collect();
     {
         let (log, _, mut committed) = open(&config);
@@ -206,7 +206,7 @@ fn damage_in_the_middle_refuses_to_start_naming_file_offset_and_position() {
 fn damage_at_the_end_of_an_earlier_segment_refuses_to_start() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 100;
+    config.limits.segment_bytes_max = 100;
     let payloads: Vec<Bytes> = (0..20).map(|i| payload("early", i)).collect();
     {
         let (log, _, mut committed) = open(&config);
@@ -231,7 +231,7 @@ fn damage_at_the_end_of_an_earlier_segment_refuses_to_start() {
 fn missing_segment_refuses_to_start_naming_the_gap() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 100;
+    config.limits.segment_bytes_max = 100;
     let payloads: Vec<Bytes> = (0..20).map(|i| payload("gap", i)).collect();
     {
         let (log, _, mut committed) = open(&config);
@@ -258,8 +258,8 @@ fn many_concurrent_appenders_share_fsyncs() {
     // With one slot for published batches and nobody receiving yet, the writer stalls after
     // at most two batches, so the appends below pile up in the queue whatever the timing.
     config.committed_batches_max = 1;
-    config.queue_entries_max = total;
-    config.batch_entries_max = 512;
+    config.limits.queue_entries_max = total;
+    config.limits.batch_entries_max = 512;
     let (log, _, mut committed) = open(&config);
     let log = Arc::new(log);
     let start = Arc::new(Barrier::new(APPENDERS));
@@ -309,8 +309,8 @@ fn full_queue_refuses_appends_and_everything_accepted_commits() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
     config.committed_batches_max = 1;
-    config.queue_entries_max = 8;
-    config.batch_entries_max = 4;
+    config.limits.queue_entries_max = 8;
+    config.limits.batch_entries_max = 4;
     let (log, _, mut committed) = open(&config);
     let mut accepted = Vec::new();
     // The writer can hold at most two batches of four before it stalls on the full
@@ -335,10 +335,10 @@ fn full_queue_refuses_appends_and_everything_accepted_commits() {
 fn queue_byte_budget_and_entry_size_are_enforced() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.entry_bytes_max = 100;
-    config.queue_bytes_max = 250;
+    config.limits.entry_bytes_max = 100;
+    config.limits.queue_bytes_max = 250;
     config.committed_batches_max = 1;
-    config.batch_entries_max = 1;
+    config.limits.batch_entries_max = 1;
     let (log, _, mut committed) = open(&config);
     assert_eq!(
         log.append(Bytes::from(vec![0u8; 101])),
@@ -389,7 +389,7 @@ fn closed_log_refuses_appends_and_flushes_what_was_queued() {
 fn a_write_error_stops_the_log_and_is_reported() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.segment_bytes_max = 100;
+    config.limits.segment_bytes_max = 100;
     let payloads: Vec<Bytes> = (0..4).map(|i| payload("fail", i)).collect();
     let (log, _, mut committed) = open(&config);
     append_all(&log, &mut committed, &payloads[..3]);
@@ -435,13 +435,13 @@ fn a_second_open_of_the_same_directory_is_refused() {
 fn invalid_configuration_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    config.snapshots_retained = 2;
+    config.limits.snapshots_retained = 2;
     assert!(matches!(
         SingleLog::open(config.clone()),
         Err(LogError::InvalidConfig(_))
     ));
-    config.snapshots_retained = 3;
-    config.batch_entries_max = 0;
+    config.limits.snapshots_retained = 3;
+    config.limits.batch_entries_max = 0;
     assert!(matches!(
         SingleLog::open(config),
         Err(LogError::InvalidConfig(_))

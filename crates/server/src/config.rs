@@ -309,6 +309,20 @@ const KNOWN_FOUR_LETTER_WORDS: &[&str] = &[
 ];
 
 impl ServerConfig {
+    /// The limits of the write-ahead log, standalone or replica: room for the largest request
+    /// this configuration accepts (twice jute.maxbuffer, for the command around it), and the
+    /// snapshots autopurge keeps.
+    pub fn wal_limits(&self) -> zoolog_log::WalLimits {
+        let defaults = zoolog_log::WalLimits::default();
+        let entry_bytes_max = defaults.entry_bytes_max.max(self.packet_bytes_max * 2);
+        zoolog_log::WalLimits {
+            entry_bytes_max,
+            queue_bytes_max: defaults.queue_bytes_max.max(entry_bytes_max),
+            snapshots_retained: self.snapshots_retained,
+            ..defaults
+        }
+    }
+
     /// Reads the settings for `zoolog serve`; `args` are the arguments after `serve`.
     ///
     /// Accepted arguments, in any order:

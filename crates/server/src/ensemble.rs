@@ -117,10 +117,8 @@ impl Ensemble {
             config.data_log_dir.join("ensemble"),
             config.data_dir.join("ensemble"),
         );
-        log_config.snapshots_retained = config.snapshots_retained;
-        log_config.entry_bytes_max = log_config.entry_bytes_max.max(config.packet_bytes_max * 2);
-        log_config.queue_bytes_max = log_config.queue_bytes_max.max(log_config.entry_bytes_max);
-        let entry_bytes_max = log_config.entry_bytes_max;
+        log_config.limits = config.wal_limits();
+        let entry_bytes_max = log_config.limits.entry_bytes_max;
         let (replica, recovered, durable) = ReplicaLog::open(log_config)?;
         let replica = Arc::new(replica);
         let (recovered, snapshot) = split_recovered(recovered)?;

@@ -104,9 +104,7 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
         return run_ensemble(config).await;
     }
     let mut log_config = SingleLogConfig::new(&config.data_log_dir, &config.data_dir);
-    log_config.snapshots_retained = config.snapshots_retained;
-    log_config.entry_bytes_max = log_config.entry_bytes_max.max(config.packet_bytes_max * 2);
-    log_config.queue_bytes_max = log_config.queue_bytes_max.max(log_config.entry_bytes_max);
+    log_config.limits = config.wal_limits();
     let (log, recovered, committed) = SingleLog::open(log_config)?;
     let log = Arc::new(log);
     let tree = recovered_tree(&config, recovered.snapshot.as_ref())?;
