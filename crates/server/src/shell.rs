@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -40,6 +40,9 @@ enum Message {
         argument: Option<i64>,
     },
     Core(Input),
+    /// Requests one connection had already sent, in its order: one message for what a
+    /// pipelining client's single socket read brought in.
+    Requests(Vec<Input>),
     /// A snapshot finished: what was written and how long it took, or None when it failed.
     SnapshotDone(Option<(SnapshotRecord, Duration)>),
     /// An HTTP request for the AdminServer or /metrics, answered from the core's state.
@@ -555,6 +558,11 @@ impl CoreTask {
                 self.input(Input::Closed { connection });
             }
             Message::Core(input) => self.input(input),
+            Message::Requests(inputs) => {
+                for input in inputs {
+                    self.input(input);
+                }
+            }
             Message::SnapshotDone(written) => {
                 if let Some((snapshot, elapsed)) = written {
                     self.core
@@ -896,7 +904,7 @@ async fn read_loop(
     }
     let handshake = gates.handshake;
     let mut reader = FrameReader {
-        socket,
+        socket: BufReader::with_capacity(READ_BUFFER_BYTES, socket),
         buffer: Vec::new(),
         bytes_max: config.packet_bytes_max,
     };
@@ -969,19 +977,50 @@ async fn read_connection(
         return ReadEnd::HandedOver;
     }
     loop {
-        let Ok(permit) = shared.outstanding.acquire().await else {
+        let (requests, broken) = read_requests(reader, connection, shared).await;
+        if !requests.is_empty() && messages.send(Message::Requests(requests)).await.is_err() {
             return ReadEnd::Gone;
-        };
-        permit.forget();
+        }
+        if broken {
+            return ReadEnd::Gone;
+        }
+    }
+}
+
+/// A connection's read buffer: a few dozen pipelined requests of a few hundred bytes.
+const READ_BUFFER_BYTES: usize = 32 * 1024;
+/// Requests handed to the core in one message, at most.
+const REQUESTS_PER_MESSAGE_MAX: usize = 64;
+
+/// The next request, waiting for it and for a free outstanding slot, followed by those already
+/// in the read buffer that also have a slot. The flag says the connection broke (a bad frame
+/// or a closed socket) after the requests returned.
+async fn read_requests(
+    reader: &mut FrameReader,
+    connection: ConnectionId,
+    shared: &Shared,
+) -> (Vec<Input>, bool) {
+    let mut requests = Vec::new();
+    loop {
+        if requests.is_empty() {
+            let Ok(permit) = shared.outstanding.acquire().await else {
+                return (requests, true);
+            };
+            permit.forget();
+        } else if requests.len() == REQUESTS_PER_MESSAGE_MAX || !reader.frame_buffered() {
+            return (requests, false);
+        } else {
+            let Ok(permit) = shared.outstanding.try_acquire() else {
+                return (requests, false);
+            };
+            permit.forget();
+        }
         let Ok(frame) = reader.frame().await else {
-            return ReadEnd::Gone;
+            return (requests, true);
         };
-        let input = match decode_request(connection, &frame) {
-            Some(input) => input,
-            None => return ReadEnd::Gone,
-        };
-        if messages.send(Message::Core(input)).await.is_err() {
-            return ReadEnd::Gone;
+        match decode_request(connection, &frame) {
+            Some(input) => requests.push(input),
+            None => return (requests, true),
         }
     }
 }
@@ -1012,7 +1051,8 @@ enum First {
 }
 
 struct FrameReader {
-    socket: OwnedReadHalf,
+    /// Buffered: a pipelining client's frames arrive many to a socket read.
+    socket: BufReader<OwnedReadHalf>,
     buffer: Vec<u8>,
     bytes_max: usize,
 }
@@ -1027,6 +1067,19 @@ impl FrameReader {
             }
         }
         self.payload(prefix).await.map(First::Frame)
+    }
+
+    /// Whether a whole frame (or a length that will be refused) is already in the buffer,
+    /// so that reading it will not wait for the socket.
+    fn frame_buffered(&self) -> bool {
+        let buffered = self.socket.buffer();
+        let Some(prefix) = buffered.first_chunk::<4>() else {
+            return false;
+        };
+        match frame_length(*prefix, self.bytes_max) {
+            Ok(length) => buffered.len() - 4 >= length,
+            Err(_) => true,
+        }
     }
 
     async fn frame(&mut self) -> std::io::Result<Vec<u8>> {

@@ -2,6 +2,10 @@
 //!
 //! Entries at or below `base` live only in the snapshot; the epoch of the entry at `base` is
 //! kept so that a learner's log can still be matched against it.
+//!
+//! A saved snapshot lets the entries it covers go, but not all at once: dropping a whole
+//! snapCount of payloads in one step stalled the protocol task for milliseconds, which every
+//! request in flight saw as tail latency. They are dropped a bounded number per input instead.
 
 use std::collections::VecDeque;
 
@@ -12,6 +16,8 @@ pub(crate) struct History {
     base: Position,
     base_epoch: Epoch,
     entries: VecDeque<Entry>,
+    /// Where a saved snapshot allows `base` to move; `trim_step` gets it there.
+    trim_target: Position,
 }
 
 impl History {
@@ -20,6 +26,7 @@ impl History {
             base,
             base_epoch,
             entries: VecDeque::new(),
+            trim_target: base,
         }
     }
 
@@ -91,15 +98,24 @@ impl History {
         *self = History::new(base, base_epoch);
     }
 
-    /// Drops the entries a snapshot at `position` covers.
+    /// Lets the entries a snapshot at `position` covers go, by later [`History::trim_step`]s.
     pub fn trim_to(&mut self, position: Position) {
-        if position <= self.base || position > self.last_position() {
+        if position <= self.last_position() {
+            self.trim_target = self.trim_target.max(position);
+        }
+    }
+
+    /// Drops at most `entries_max` of the entries a saved snapshot covers.
+    pub fn trim_step(&mut self, entries_max: usize) {
+        let target = self.trim_target.min(self.last_position());
+        if target <= self.base {
             return;
         }
-        let epoch = self.epoch_at(position).expect("held position");
-        let count = (position - self.base) as usize;
+        let count = ((target - self.base) as usize).min(entries_max);
+        let new_base = self.base + count as Position;
+        let epoch = self.epoch_at(new_base).expect("held position");
         self.entries.drain(..count);
-        self.base = position;
+        self.base = new_base;
         self.base_epoch = epoch;
     }
 
@@ -135,6 +151,11 @@ mod tests {
             history.append(entry(position, if position < 4 { 1 } else { 2 }));
         }
         history.trim_to(3);
+        history.trim_step(2);
+        assert_eq!(history.base(), 2, "a step drops no more than asked");
+        history.trim_step(2);
+        assert_eq!(history.base(), 3, "and never beyond the snapshot");
+        history.trim_step(2);
         assert_eq!(history.base(), 3);
         assert_eq!(history.epoch_at(3), Some(1));
         assert_eq!(history.epoch_at(2), None);
