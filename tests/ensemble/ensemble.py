@@ -162,6 +162,9 @@ class Ensemble:
             lines += [f"dataDir={sdir / 'data'}", f"clientPort={servers[i]['client_port']}"]
             if kind == "apache" and servers[i]["role"] == "observer":
                 lines.append("peerType=observer")
+            if kind == "zoolog" and "zoolog.serverThreads" not in merged:
+                # Members sharing this machine share its CPUs (as `zoolog ensemble up` does).
+                lines.append(f"zoolog.serverThreads={max(1, (os.cpu_count() or 1) // len(ids))}")
             for j in ids:
                 if j == i or not proxy:
                     q, e = servers[j]["quorum_port"], servers[j]["election_port"]

@@ -357,6 +357,13 @@ impl Ensemble {
         Ok(ensemble)
     }
 
+    /// The machine's CPUs shared among the members, at least one each: members that share a
+    /// machine run best on as few threads as that (see `zoolog.serverThreads`).
+    fn server_threads(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, |cpus| cpus.get());
+        (cpus / self.members.len()).max(1)
+    }
+
     fn write_layout(&self) -> Result<(), String> {
         let write = |path: &Path, text: String| {
             fs::write(path, text)
@@ -391,6 +398,9 @@ impl Ensemble {
             ));
             if self.kind == ServerKind::Apache && member.role == Role::Observer {
                 config.push_str("peerType=observer\n");
+            }
+            if self.kind == ServerKind::Zoolog {
+                config.push_str(&format!("zoolog.serverThreads={}\n", self.server_threads()));
             }
             for line in &server_lines {
                 config.push_str(line);

@@ -49,6 +49,7 @@
 //! | `zookeeper.extendedTypesEnabled`, `zookeeper.enforceQuota` | `extended_types_enabled`, `enforce_quota` |
 //! | `zookeeper.skipACL` (`yes`/`true`) | `skip_acl` |
 //! | `readonlymode.enabled` | `read_only_mode_enabled` |
+//! | `zoolog.serverThreads` (0: one per CPU; 1: everything on one thread) | `server_threads` |
 //! | `znode.container.checkIntervalMs`, `znode.container.maxNeverUsedIntervalMs` | `container_check_interval_ms`, `container_never_used_ms` |
 //! | `zookeeper.nio.sessionlessCnxnTimeout` | `handshake_timeout_ms` |
 //! | `<dataDir>/myid` (a file, 1..=255) | `server_id` |
@@ -147,6 +148,9 @@ pub struct ServerConfig {
     /// readonlymode.enabled: an ensemble member cut off from its quorum keeps serving reads
     /// to clients that asked for read-only sessions.
     pub read_only_mode_enabled: bool,
+    /// zoolog.serverThreads: threads running connections and the core; 0 means one per CPU.
+    /// Servers sharing a small machine do better with 1: no hand-offs between threads.
+    pub server_threads: usize,
     /// znode.container.checkIntervalMs.
     pub container_check_interval_ms: u64,
     /// znode.container.maxNeverUsedIntervalMs.
@@ -286,6 +290,7 @@ impl Default for ServerConfig {
             enforce_quota: false,
             skip_acl: false,
             read_only_mode_enabled: false,
+            server_threads: 0,
             container_check_interval_ms: 60_000,
             container_never_used_ms: 300_000,
             handshake_timeout_ms: 10_000,
@@ -302,6 +307,8 @@ const DEFAULT_TICK_MS: u64 = 3000;
 const DEFAULT_DATA_DIR: &str = "./zoolog-data";
 /// ZooKeeper reads most numeric settings into a Java `int`.
 const INT_MAX: i64 = i32::MAX as i64;
+/// More threads than this is a typo, not a machine.
+const SERVER_THREADS_MAX: i64 = 1024;
 /// The words Apache ZooKeeper 3.9 knows; others in a whitelist get a warning (and are kept).
 const KNOWN_FOUR_LETTER_WORDS: &[&str] = &[
     "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst",
@@ -950,6 +957,7 @@ enum Setting {
     EnforceQuota,
     SkipAcl,
     ReadOnlyMode,
+    ServerThreads,
     ContainerCheckInterval,
     ContainerNeverUsed,
     SessionlessCnxnTimeout,
@@ -1003,6 +1011,7 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("zookeeper.enforceQuota", Setting::EnforceQuota),
     ("zookeeper.skipACL", Setting::SkipAcl),
     ("readonlymode.enabled", Setting::ReadOnlyMode),
+    ("zoolog.serverThreads", Setting::ServerThreads),
     (
         "znode.container.checkIntervalMs",
         Setting::ContainerCheckInterval,
@@ -1254,6 +1263,7 @@ impl Builder {
             Setting::ReadOnlyMode => {
                 c.read_only_mode_enabled = parse_bool(value, false).map_err(invalid)?
             }
+            Setting::ServerThreads => c.server_threads = int(0, SERVER_THREADS_MAX)? as usize,
             Setting::ContainerCheckInterval => {
                 c.container_check_interval_ms = int(1, INT_MAX)? as u64
             }

@@ -426,10 +426,10 @@ impl Driver {
                         accepted: epochs.accepted,
                         current: epochs.current,
                     };
-                    tokio::task::block_in_place(|| self.replica.persist_epochs(epochs))?;
+                    run_blocking(|| self.replica.persist_epochs(epochs))?;
                 }
                 Action::Truncate { after } => {
-                    tokio::task::block_in_place(|| self.replica.truncate_after(after))?;
+                    run_blocking(|| self.replica.truncate_after(after))?;
                 }
                 Action::Append { entries } => self.append(entries)?,
                 Action::InstallSnapshot {
@@ -440,7 +440,7 @@ impl Driver {
                     let mut stored = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + payload.len());
                     stored.extend_from_slice(&epoch.to_be_bytes());
                     stored.extend_from_slice(&payload);
-                    tokio::task::block_in_place(|| {
+                    run_blocking(|| {
                         self.replica.install_snapshot(position, &stored)
                     })?;
                     self.committed.store(position, Ordering::Release);
@@ -477,7 +477,7 @@ impl Driver {
                 Ok(()) => return Ok(()),
                 // The protocol's in-flight limit keeps this rare: wait for the writer.
                 Err(AppendError::Full) => {
-                    tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(1)))
+                    run_blocking(|| std::thread::sleep(Duration::from_millis(1)))
                 }
                 Err(error) => return Err(LogError::WriterFailed(error.to_string())),
             }
@@ -615,6 +615,16 @@ async fn dial_loop(
             }
         }
         tracing::debug!(peer, "connection to peer lost");
+    }
+}
+
+/// Runs a disk operation the protocol must wait for (a truncation, an epoch write) right here:
+/// on a multi-threaded runtime the worker first hands its other tasks away; on a single thread
+/// everything else waits, as the protocol does anyway.
+fn run_blocking<T>(operation: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(operation),
+        _ => operation(),
     }
 }
 

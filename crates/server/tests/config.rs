@@ -224,6 +224,7 @@ fn full_zoo_cfg_with_every_key() {
          znode.container.maxNeverUsedIntervalMs=0\r\n\
          zookeeper.nio.sessionlessCnxnTimeout=2500\r\n\
          readonlymode.enabled=true\r\n\
+         zoolog.serverThreads=1\r\n\
          standaloneEnabled=true\r\n\
          admin.enableServer=false\r\n",
         log = log.display()
@@ -251,6 +252,7 @@ fn full_zoo_cfg_with_every_key() {
         enforce_quota: true,
         skip_acl: true,
         read_only_mode_enabled: true,
+        server_threads: 1,
         container_check_interval_ms: 5000,
         container_never_used_ms: 0,
         handshake_timeout_ms: 2500,

@@ -57,10 +57,7 @@ fn serve(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime_builder(config.server_threads).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("zoolog: cannot start the runtime: {error}");
@@ -74,6 +71,21 @@ fn serve(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One thread runs everything on it (no thread hand-offs, for servers sharing a small
+/// machine); more make a work-stealing pool; 0 is one per CPU.
+fn runtime_builder(server_threads: usize) -> tokio::runtime::Builder {
+    let threads = match server_threads {
+        0 => std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
+        threads => threads,
+    };
+    if threads == 1 {
+        return tokio::runtime::Builder::new_current_thread();
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads);
+    builder
 }
 
 fn init_logging() {
