@@ -302,31 +302,31 @@ async fn a_create_whose_reply_is_lost_leaves_exactly_one_node() {
             .unwrap();
     }
     within(TEST_TIMEOUT, async {
-        relay.lose_next_create_reply();
+        relay.lose_next(&CREATE_OPCODES, Loss::Reply);
         let held = Lock::new(&client, "/protected/line")
             .acquire()
             .await
             .unwrap();
-        assert!(relay.create_reply_lost());
+        assert!(relay.lost());
         assert_eq!(
             observer.get_children("/protected/line").await.unwrap(),
             [held.name()]
         );
 
-        relay.lose_next_create_reply();
+        relay.lose_next(&CREATE_OPCODES, Loss::Reply);
         let simple = SimpleLock::new(&client, "/protected/simple")
             .acquire()
             .await
             .unwrap();
-        assert!(relay.create_reply_lost());
+        assert!(relay.lost());
         assert_eq!(simple.path(), "/protected/simple");
 
-        relay.lose_next_create_reply();
+        relay.lose_next(&CREATE_OPCODES, Loss::Reply);
         DistributedQueue::new(&client, "/protected/queue")
             .put(b"once")
             .await
             .unwrap();
-        assert!(relay.create_reply_lost());
+        assert!(relay.lost());
         assert_eq!(
             observer
                 .get_children("/protected/queue")
@@ -527,6 +527,47 @@ async fn queue_delivers_each_item_to_exactly_one_of_many_consumers() {
     assert_eq!(taken, everything);
 }
 
+/// A take whose multi, or the multi's answer, is lost with the connection still takes the item
+/// exactly once: the consumer gets it, and no other consumer ever does.
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_take_is_exactly_once_when_the_connection_drops() {
+    let server = ZkServer::start();
+    let producer = connect(&server.hosts()).await;
+    let relay = Relay::start(server.port).await;
+    let consumer = connect(&relay.hosts()).await;
+    let other_consumer = connect(&server.hosts()).await;
+    within(TEST_TIMEOUT, async {
+        let items = [&b"first"[..], b"second", b"third"];
+        for item in items {
+            DistributedQueue::new(&producer, "/once")
+                .put(item)
+                .await
+                .unwrap();
+        }
+        let queue = DistributedQueue::new(&consumer, "/once");
+        for (loss, item) in [Loss::Request, Loss::Reply].into_iter().zip(items) {
+            relay.lose_next(&[MULTI_OPCODE], loss);
+            assert_eq!(queue.take().await.unwrap(), item, "after a lost {loss:?}");
+            assert!(relay.lost(), "the {loss:?} was lost");
+        }
+        assert_eq!(
+            DistributedQueue::new(&other_consumer, "/once")
+                .take()
+                .await
+                .unwrap(),
+            items[2]
+        );
+        let left: Vec<String> = producer.get_children("/once").await.unwrap();
+        assert_eq!(left, ["claims"], "no item and no stray node left");
+        assert!(producer
+            .get_children("/once/claims")
+            .await
+            .unwrap()
+            .is_empty());
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Group membership, configuration, rendezvous
 
@@ -688,9 +729,9 @@ async fn children_until(client: &Client, dir: &str, wanted: impl Fn(usize) -> bo
 }
 
 /// A TCP relay between one client and the server that reads the frames as they pass: it counts
-/// the watch notifications sent to the client, can swallow the reply to a successful create and
-/// cut the connection (so the create happened but the client cannot know), and can cut the
-/// network.
+/// the watch notifications sent to the client, can cut the connection at the next request of
+/// some kinds, either before passing it on (the request never happened) or after swallowing its
+/// successful reply (it happened but the client cannot know), and can cut the network.
 struct Relay {
     port: u16,
     shared: Arc<RelayShared>,
@@ -700,9 +741,16 @@ struct Relay {
 #[derive(Default)]
 struct RelayShared {
     notifications: AtomicUsize,
-    lose_next_create_reply: AtomicBool,
-    create_replies_lost: AtomicUsize,
+    /// The opcodes of the next request to lose, and how; empty when nothing is to be lost.
+    lose_next: Mutex<(Vec<i32>, Option<Loss>)>,
+    losses: AtomicUsize,
     cut: AtomicBool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loss {
+    Request,
+    Reply,
 }
 
 /// The xid of a notification frame.
@@ -711,6 +759,7 @@ const NOTIFICATION_XID: i32 = -1;
 const REPLY_ERROR_OFFSET: usize = 16;
 /// create and create2.
 const CREATE_OPCODES: [i32; 2] = [1, 15];
+const MULTI_OPCODE: i32 = 14;
 
 impl Relay {
     async fn start(server_port: u16) -> Relay {
@@ -747,15 +796,14 @@ impl Relay {
         self.shared.notifications.load(Ordering::SeqCst)
     }
 
-    fn lose_next_create_reply(&self) {
-        self.shared
-            .lose_next_create_reply
-            .store(true, Ordering::SeqCst);
+    /// Loses the next request with one of `opcodes` (its reply, for `Loss::Reply`) and cuts.
+    fn lose_next(&self, opcodes: &[i32], loss: Loss) {
+        *self.shared.lose_next.lock().unwrap() = (opcodes.to_vec(), Some(loss));
     }
 
-    /// True once, after the reply `lose_next_create_reply` asked for was swallowed.
-    fn create_reply_lost(&self) -> bool {
-        self.shared.create_replies_lost.swap(0, Ordering::SeqCst) == 1
+    /// True once, after the loss `lose_next` asked for has happened.
+    fn lost(&self) -> bool {
+        self.shared.losses.swap(0, Ordering::SeqCst) == 1
     }
 
     async fn cut(&self) {
@@ -774,11 +822,11 @@ async fn relay_connection(client: TcpStream, server_port: u16, shared: Arc<Relay
     };
     let (client_reader, client_writer) = client.into_split();
     let (server_reader, server_writer) = server.into_split();
-    let last_create_xid = AtomicI64::new(i64::MIN);
+    let doomed_reply_xid = AtomicI64::new(i64::MIN);
     // Either direction ending drops both sockets: the connection is cut.
     tokio::select! {
-        _ = relay_requests(client_reader, server_writer, &last_create_xid) => {}
-        _ = relay_replies(server_reader, client_writer, &shared, &last_create_xid) => {}
+        _ = relay_requests(client_reader, server_writer, &shared, &doomed_reply_xid) => {}
+        _ = relay_replies(server_reader, client_writer, &shared, &doomed_reply_xid) => {}
     }
 }
 
@@ -786,15 +834,29 @@ async fn relay_connection(client: TcpStream, server_port: u16, shared: Arc<Relay
 async fn relay_requests(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-    last_create_xid: &AtomicI64,
+    shared: &RelayShared,
+    doomed_reply_xid: &AtomicI64,
 ) -> std::io::Result<()> {
     let handshake = read_frame(&mut from).await?;
     to.write_all(&handshake).await?;
     loop {
         let frame = read_frame(&mut from).await?;
         let (xid, opcode) = (frame_i32(&frame, 4), frame_i32(&frame, 8));
-        if CREATE_OPCODES.contains(&opcode) {
-            last_create_xid.store(i64::from(xid), Ordering::SeqCst);
+        let loss = {
+            let mut lose_next = shared.lose_next.lock().unwrap();
+            if lose_next.0.contains(&opcode) {
+                std::mem::take(&mut *lose_next).1
+            } else {
+                None
+            }
+        };
+        match loss {
+            Some(Loss::Request) => {
+                shared.losses.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            Some(Loss::Reply) => doomed_reply_xid.store(i64::from(xid), Ordering::SeqCst),
+            None => {}
         }
         to.write_all(&frame).await?;
     }
@@ -805,7 +867,7 @@ async fn relay_replies(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     shared: &RelayShared,
-    last_create_xid: &AtomicI64,
+    doomed_reply_xid: &AtomicI64,
 ) -> std::io::Result<()> {
     let handshake = read_frame(&mut from).await?;
     to.write_all(&handshake).await?;
@@ -815,10 +877,13 @@ async fn relay_replies(
         if xid == NOTIFICATION_XID {
             shared.notifications.fetch_add(1, Ordering::SeqCst);
         }
-        let created = i64::from(xid) == last_create_xid.load(Ordering::SeqCst)
-            && frame_i32(&frame, REPLY_ERROR_OFFSET) == 0;
-        if created && shared.lose_next_create_reply.swap(false, Ordering::SeqCst) {
-            shared.create_replies_lost.fetch_add(1, Ordering::SeqCst);
+        if i64::from(xid) == doomed_reply_xid.load(Ordering::SeqCst) {
+            assert_eq!(
+                frame_i32(&frame, REPLY_ERROR_OFFSET),
+                0,
+                "the lost request failed"
+            );
+            shared.losses.fetch_add(1, Ordering::SeqCst);
             return Ok(());
         }
         to.write_all(&frame).await?;
