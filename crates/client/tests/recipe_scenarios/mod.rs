@@ -276,6 +276,61 @@ pub async fn a_lock_lost_to_session_expiry_passes_on_and_is_reported(target: &Ta
     .await;
 }
 
+/// Clients mixing reads and writes of one read/write lock: every holder marks itself with an
+/// ephemeral under `/rw-holders` while it holds, and checks the marks of the others; a writer must
+/// find no other mark, a reader no writer's. Holders release only after removing their mark, so
+/// the next holder's server has applied that removal before it can be granted the lock.
+pub async fn read_write_lock_excludes_writers_from_readers_under_contention(target: &Target) {
+    const CLIENTS: usize = 6;
+    const ROUNDS: usize = 6;
+    let setup = target.connect().await;
+    let acl = open_acl_unsafe();
+    setup
+        .create("/rw-holders", Some(b""), &acl, CreateMode::Persistent)
+        .await
+        .unwrap();
+    let mut workers = JoinSet::new();
+    for (index, client) in target.connect_many(CLIENTS).await.into_iter().enumerate() {
+        workers.spawn(async move {
+            let lock = ReadWriteLock::new(&client, "/rw-mixed");
+            for round in 0..ROUNDS {
+                let writing = (index + round) % 3 == 0;
+                let held = if writing {
+                    lock.write().await.unwrap()
+                } else {
+                    lock.read().await.unwrap()
+                };
+                let label = if writing { "writer" } else { "reader" };
+                let mark = client
+                    .create(
+                        &format!("/rw-holders/{label}-"),
+                        Some(b""),
+                        &open_acl_unsafe(),
+                        CreateMode::EphemeralSequential,
+                    )
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await; // widen the window an overlap would need
+                let others: Vec<String> = client
+                    .get_children("/rw-holders")
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter(|name| !mark.ends_with(name.as_str()))
+                    .collect();
+                let conflicting = others
+                    .iter()
+                    .any(|name| writing || name.starts_with("writer"));
+                assert!(!conflicting, "{label} held alongside {others:?}");
+                client.delete(&mark, None).await.unwrap();
+                held.release().await.unwrap();
+            }
+            client.close().await.unwrap();
+        });
+    }
+    within(TEST_TIMEOUT, join_all(workers)).await;
+}
+
 /// Readers share, a writer waits for the readers ahead of it, and a reader arriving after a
 /// waiting writer does not overtake it.
 pub async fn read_write_lock_shares_reads_excludes_writes_and_does_not_starve_writers(
@@ -924,6 +979,7 @@ macro_rules! every_scenario {
             the_next_in_line_gets_the_lock_when_the_holder_session_is_closed,
             a_lock_lost_to_session_expiry_passes_on_and_is_reported,
             read_write_lock_shares_reads_excludes_writes_and_does_not_starve_writers,
+            read_write_lock_excludes_writers_from_readers_under_contention,
             a_create_whose_reply_is_lost_leaves_exactly_one_node,
             double_barrier_holds_everyone_at_both_ends,
             election_has_one_leader_at_a_time_and_fails_over_in_line,
