@@ -125,7 +125,9 @@ impl Client {
         reached.unwrap_or(SessionState::Closed)
     }
 
-    /// The id the server gave the session (unchanged across reconnects).
+    /// The id the server gave the session, unchanged across reconnects, with one exception: a
+    /// session that began on a read-only server gets a new id when it moves to a read-write one
+    /// (see [`ClientOptions::read_only_allowed`]).
     pub fn session_id(&self) -> i64 {
         self.shared.status.borrow().session_id
     }

@@ -51,6 +51,27 @@
 //! # }
 //! ```
 //!
+//! A client may accept a read-only server (one cut off from its quorum) rather than wait for a
+//! writable one; it keeps looking for a read-write server and moves there by itself:
+//!
+//! ```no_run
+//! use zoolog_client::{Client, ClientOptions, Error, ErrorCode, SessionState};
+//!
+//! # async fn example() -> Result<(), zoolog_client::Error> {
+//! let options = ClientOptions { read_only_allowed: true, ..ClientOptions::default() };
+//! let client = Client::connect("10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181", options).await?;
+//! let mut events = client.session_events();
+//! if client.state() == SessionState::ConnectedReadOnly {
+//!     let (config, _) = client.get_data("/config").await?; // reads are served
+//!     let refused = client.set_data("/config", config.as_deref(), None).await;
+//!     assert_eq!(refused.err(), Some(Error::Server(ErrorCode::NotReadOnly)));
+//!     // Disconnected, then Connected once a read-write server has taken the session.
+//!     while events.recv().await.ok() != Some(SessionState::Connected) {}
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Errors carry the server's code, so the usual ZooKeeper idioms read naturally:
 //!
 //! ```
@@ -64,6 +85,7 @@
 mod client;
 mod error;
 mod hosts;
+mod read_write_search;
 pub mod recipes;
 mod session;
 mod types;

@@ -27,6 +27,7 @@ use zoolog_proto::{
 };
 
 use crate::hosts::ConnectString;
+use crate::read_write_search::find_read_write_server;
 use crate::watches::{WatchChange, WatchRegistry};
 use crate::{ClientOptions, Error, SessionState};
 
@@ -92,11 +93,17 @@ struct Connection {
     auth_waiters: VecDeque<Option<oneshot::Sender<Result<Response, Error>>>>,
     last_send: Instant,
     last_receive: Instant,
+    /// On a read-only server: the background search for a read-write one (see
+    /// [`find_read_write_server`]), which ends this connection when it finds one.
+    read_write_search: Option<JoinHandle<String>>,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.reader_task.abort();
+        if let Some(search) = &self.read_write_search {
+            search.abort();
+        }
     }
 }
 
@@ -126,6 +133,12 @@ pub(crate) struct Session {
     negotiated_timeout_ms: u32,
     last_zxid_seen: i64,
     last_xid: i32,
+    /// Apache's `seenRwServerBefore`: until a read-write server has granted the session, its id
+    /// is one a read-only server made up for itself, which no other server knows, so every
+    /// handshake asks for a new session (id 0) instead of resuming it.
+    seen_read_write_server: bool,
+    /// Tried first by the next connect: the read-write server the search just found.
+    preferred_address: Option<String>,
     /// Re-sent on every new connection: the server keeps identities per connection.
     auths: Vec<AuthPacket>,
     watches: WatchRegistry,
@@ -149,6 +162,8 @@ impl Session {
             negotiated_timeout_ms,
             last_zxid_seen: 0,
             last_xid: 0,
+            seen_read_write_server: false,
+            preferred_address: None,
             auths: Vec::new(),
             watches: WatchRegistry::default(),
             events,
@@ -199,10 +214,15 @@ impl Session {
         loop {
             let mut addresses = self.connect_string.addresses.clone();
             addresses.shuffle(&mut rand::thread_rng());
+            if let Some(preferred) = self.preferred_address.take() {
+                addresses.insert(0, preferred);
+            }
             for address in &addresses {
                 match self.handshake(address).await {
                     Ok(Some((_, response))) if is_expired(&response) => return None,
-                    Ok(Some((stream, response))) => return Some(self.establish(stream, response)),
+                    Ok(Some((stream, response))) => {
+                        return Some(self.establish(address, stream, response))
+                    }
                     Ok(None) => debug!(%address, "handshake timed out"),
                     Err(error) => debug!(%address, %error, "handshake failed"),
                 }
@@ -226,7 +246,11 @@ impl Session {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid_seen,
             timeout_ms: i32::try_from(self.options.session_timeout_ms).unwrap_or(i32::MAX),
-            session_id: self.session_id,
+            session_id: if self.seen_read_write_server {
+                self.session_id
+            } else {
+                0
+            },
             password: self.password.clone(),
             read_only: Some(self.options.read_only_allowed),
         };
@@ -245,12 +269,20 @@ impl Session {
             .transpose()
     }
 
-    /// Adopts the session the server granted, then queues what a new connection owes the
-    /// server before any call: the identities, then the watches (SetWatches).
-    fn establish(&mut self, stream: TcpStream, response: ConnectResponse) -> Connection {
+    /// Adopts the session the server at `address` granted, then queues what a new connection
+    /// owes the server before any call: the identities, then the watches (SetWatches). On a
+    /// read-only server it also starts looking for a read-write one.
+    fn establish(
+        &mut self,
+        address: &str,
+        stream: TcpStream,
+        response: ConnectResponse,
+    ) -> Connection {
+        let read_only = response.read_only == Some(true);
         self.session_id = response.session_id;
         self.password = response.password;
         self.negotiated_timeout_ms = u32::try_from(response.timeout_ms).unwrap_or(1);
+        self.seen_read_write_server |= !read_only;
         let (read_half, writer) = stream.into_split();
         let (frames_sender, frames) = mpsc::channel(INBOUND_FRAMES_MAX);
         let reader_task = tokio::spawn(read_frames(
@@ -268,6 +300,16 @@ impl Session {
             auth_waiters: VecDeque::new(),
             last_send: now,
             last_receive: now,
+            read_write_search: read_only.then(|| {
+                let others = self
+                    .connect_string
+                    .addresses
+                    .iter()
+                    .filter(|other| *other != address)
+                    .cloned()
+                    .collect();
+                tokio::spawn(find_read_write_server(others))
+            }),
         };
         for auth in &self.auths {
             connection.enqueue(&Request::Auth(auth.clone()).encode(xid::AUTH));
@@ -276,7 +318,6 @@ impl Session {
         for request in self.watches.set_watches_requests(self.last_zxid_seen) {
             self.send(&mut connection, request, Waiter::Restore);
         }
-        let read_only = response.read_only == Some(true);
         debug!(
             session_id = self.session_id,
             timeout_ms = self.negotiated_timeout_ms,
@@ -330,6 +371,11 @@ impl Session {
                     // Every Client handle is gone (the task is aborted then; this is belt and braces).
                     None => return ConnectionEnd::Final(SessionState::Closed),
                 },
+                found = read_write_server_found(&mut connection.read_write_search) => {
+                    // Apache's way: drop the read-only connection and connect there first.
+                    self.preferred_address = Some(found.clone());
+                    return ConnectionEnd::Lost(format!("read-write server {found} found"));
+                }
                 () = sleep_until(ping_at.min(dead_at)) => {
                     if Instant::now() >= dead_at {
                         return ConnectionEnd::Lost(format!("nothing heard for {} ms", read_timeout.as_millis()));
@@ -482,6 +528,19 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// The address the read-write search found; pending while there is no search (or it failed).
+/// Cancel-safe, and a finished search is forgotten so that it is never polled again.
+async fn read_write_server_found(search: &mut Option<JoinHandle<String>>) -> String {
+    if let Some(running) = search {
+        let outcome = running.await;
+        *search = None;
+        if let Ok(address) = outcome {
+            return address;
+        }
+    }
+    std::future::pending().await
 }
 
 /// The server refuses a session it no longer knows with timeout 0 and session id 0.

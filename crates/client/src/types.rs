@@ -11,7 +11,15 @@ pub struct ClientOptions {
     pub session_timeout_ms: u32,
     /// How long [`Client::connect`](crate::Client::connect) waits for the first session.
     pub connect_timeout_ms: u64,
-    /// Accept a read-only server (one cut off from its quorum).
+    /// Accept a read-only server (an ensemble member cut off from its quorum, started with
+    /// `readonlymode.enabled`): the session is then [`SessionState::ConnectedReadOnly`], reads
+    /// work and writes fail with `NotReadOnly`. Meanwhile the client asks the other servers of
+    /// its list, with a pause that grows from 100 ms to 60 s, whether they are read-write (the
+    /// `isro` four-letter word, which those servers must whitelist), and moves the session to
+    /// the first that is: the state goes `Disconnected`, then `Connected`. As in Apache's client,
+    /// a session that has only ever been on read-only servers is local to the one that made it,
+    /// so it becomes a new session there (a new [`Client::session_id`](crate::Client::session_id));
+    /// one that was read-write before keeps its id.
     pub read_only_allowed: bool,
     /// Requests sent but not yet answered; further callers wait for a slot.
     pub requests_outstanding_max: usize,

@@ -11,7 +11,7 @@
 //! | [`ReadWriteLock`] | readers share, a writer is alone, a waiting writer is not overtaken by later readers |
 //! | [`DoubleBarrier`] | nobody starts before `threshold` have entered, nobody finishes before all have left |
 //! | [`LeaderElection`] | at most one leader; when its session ends the next candidate in line leads |
-//! | [`DistributedQueue`] | items are taken in the order they were put, each by one consumer |
+//! | [`DistributedQueue`] | items are taken in the order they were put, each by exactly one consumer, even across a lost connection |
 //!
 //! Why they hold, in short (each module says more): the server applies writes in one total order,
 //! lets exactly one create of a path and one delete of a node succeed, numbers sequential nodes

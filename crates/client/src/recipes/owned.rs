@@ -1,6 +1,6 @@
 //! The ephemeral node that embodies a hold: on a lock, a leadership, a group membership.
 
-use crate::recipes::support::retrying;
+use crate::recipes::support::{delete_if_present, retrying};
 use crate::{open_acl_unsafe, Client, CreateMode, Error, ErrorCode, EventType};
 
 /// An ephemeral node this session created to hold something (a lock, a leadership, a place in a
@@ -90,13 +90,6 @@ impl Drop for OwnedNode {
             let (client, path) = (self.client.clone(), std::mem::take(&mut self.path));
             runtime.spawn(async move { delete_if_present(&client, &path).await });
         }
-    }
-}
-
-async fn delete_if_present(client: &Client, path: &str) -> Result<(), Error> {
-    match retrying(|| client.delete(path, None)).await {
-        Ok(()) | Err(Error::Server(ErrorCode::NoNode)) => Ok(()),
-        Err(error) => Err(error),
     }
 }
 

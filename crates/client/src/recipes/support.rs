@@ -37,6 +37,14 @@ pub(crate) async fn ensure_path(client: &Client, path: &str) -> Result<(), Error
     Ok(())
 }
 
+/// Deletes `path`; a node already gone (deleted by someone, or with its session) is fine.
+pub(crate) async fn delete_if_present(client: &Client, path: &str) -> Result<(), Error> {
+    match retrying(|| client.delete(path, None)).await {
+        Ok(()) | Err(Error::Server(ErrorCode::NoNode)) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 /// `dir` + "/" + `name`, without doubling the slash under the root.
 pub(crate) fn child_path(dir: &str, name: &str) -> String {
     format!("{}/{name}", dir.trim_end_matches('/'))

@@ -57,19 +57,117 @@ fn path_str(dir: &tempfile::TempDir) -> &str {
 }
 
 fn script(args: &[&str]) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/zk-server");
+    run_script("tests/zk-server", args)
+}
+
+/// Runs a script of the repository's `tests/` with the server kind of this test run.
+fn run_script(script: &str, args: &[&str]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(script);
     let kind = std::env::var("ZK_KIND").unwrap_or_else(|_| "apache".to_owned());
-    let output = Command::new(&script)
+    let output = Command::new(&path)
         .args(args)
         .env("ZK_KIND", kind)
         .output()
-        .expect("run tests/zk-server");
+        .unwrap_or_else(|error| panic!("run {script}: {error}"));
     assert!(
         output.status.success(),
-        "tests/zk-server {args:?} failed: {}",
+        "{script} {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).expect("utf-8 output")
+}
+
+/// A 3-server ensemble of real processes, started through `tests/ensemble/zk-ensemble` with
+/// every server-to-server link through its fault proxy (so members can be isolated).
+pub struct Ensemble {
+    dir: tempfile::TempDir,
+    /// `host:port` of each member's client port; member `id` is at `id - 1`.
+    members: Vec<String>,
+}
+
+impl Ensemble {
+    pub const SIZE: usize = 3;
+
+    /// Starts the ensemble and waits for a quorum; `settings` are zoo.cfg `key=value` lines or
+    /// `-Dname=value` properties, given to every member.
+    pub fn start(settings: &[&str]) -> Ensemble {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let size = Self::SIZE.to_string();
+        let mut args = vec!["up", path_str(&dir), &size, "--proxy"];
+        args.extend_from_slice(settings);
+        let output = ensemble_script(&args);
+        // `up` prints {"connect": "h1:p1,h2:p2,h3:p3", ...}, members in id order.
+        let connect = output
+            .split("\"connect\": \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("zk-ensemble up printed {output:?}"));
+        let members: Vec<String> = connect.split(',').map(str::to_owned).collect();
+        assert_eq!(members.len(), Self::SIZE, "{connect}");
+        Ensemble { dir, members }
+    }
+
+    /// Every member, for a client that may use any.
+    pub fn hosts(&self) -> String {
+        self.members.join(",")
+    }
+
+    pub fn member_hosts(&self, id: usize) -> &str {
+        &self.members[id - 1]
+    }
+
+    pub fn member_port(&self, id: usize) -> u16 {
+        let (_, port) = self.member_hosts(id).rsplit_once(':').expect("host:port");
+        port.parse().expect("port")
+    }
+
+    /// The member the others agree leads.
+    pub fn leader(&self) -> usize {
+        let id = ensemble_script(&["leader", path_str(&self.dir)]);
+        id.trim().parse().expect("leader id")
+    }
+
+    /// Cuts every link between member `id` and the others.
+    pub fn isolate(&self, id: usize) {
+        ensemble_script(&["isolate", path_str(&self.dir), &id.to_string()]);
+    }
+
+    /// SIGKILL, returning once the process is gone.
+    pub fn kill(&self, id: usize) {
+        ensemble_script(&["kill", path_str(&self.dir), &id.to_string()]);
+    }
+
+    /// Starts member `id` again with its data, returning once it answers `ruok`.
+    pub fn start_member(&self, id: usize) {
+        ensemble_script(&["start", path_str(&self.dir), &id.to_string()]);
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        ensemble_script(&["stop", path_str(&self.dir)]);
+    }
+}
+
+fn ensemble_script(args: &[&str]) -> String {
+    run_script("tests/ensemble/zk-ensemble", args)
+}
+
+/// The answer of the server at `hosts` to a four-letter word ("" if it does not answer).
+pub fn four_letter(hosts: &str, word: &str) -> String {
+    use std::io::{Read, Write};
+    let exchange = || -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect(hosts)?;
+        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+        stream.write_all(word.as_bytes())?;
+        stream.shutdown(std::net::Shutdown::Write)?;
+        let mut answer = String::new();
+        stream.take(64 * 1024).read_to_string(&mut answer)?;
+        Ok(answer)
+    };
+    exchange().unwrap_or_default()
 }
 
 pub async fn connect(hosts: &str) -> Client {
