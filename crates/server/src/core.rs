@@ -281,6 +281,9 @@ pub struct Core {
     /// Read-only sessions exist only on the server that made them, never in the log.
     local_sessions_made: u64,
     entries_since_snapshot: u64,
+    /// Entries after which the next snapshot is taken: see [`snapshot_threshold`].
+    next_snapshot_after: u64,
+    snapshots_started: u64,
     snapshot_in_flight: bool,
     next_reap_ms: u64,
     now: Now,
@@ -316,6 +319,7 @@ impl Core {
         } else {
             Role::Standalone
         };
+        let next_snapshot_after = snapshot_threshold(&config, 0);
         Core {
             role,
             touched: Default::default(),
@@ -332,6 +336,8 @@ impl Core {
             per_ip: HashMap::new(),
             pending_handshakes: HashMap::new(),
             entries_since_snapshot: 0,
+            next_snapshot_after,
+            snapshots_started: 0,
             snapshot_in_flight: false,
             now,
             stats: ServerStats::default(),
@@ -1521,16 +1527,37 @@ impl Core {
     }
 
     fn maybe_snapshot(&mut self) {
-        if self.snapshot_in_flight || self.entries_since_snapshot < self.config.entries_per_snapshot
-        {
+        if self.snapshot_in_flight || self.entries_since_snapshot < self.next_snapshot_after {
             return;
         }
         self.snapshot_in_flight = true;
         self.entries_since_snapshot = 0;
+        self.snapshots_started += 1;
+        self.next_snapshot_after = snapshot_threshold(&self.config, self.snapshots_started);
         self.out.push(Output::SaveSnapshot {
             tree: self.tree.clone(),
         });
     }
+}
+
+/// Entries between two snapshots: between half of snapCount and snapCount, different for each
+/// server and each snapshot (as ZooKeeper's random roll), so that the members of an ensemble,
+/// which apply the same entries at the same pace, do not all write a snapshot at the same
+/// moment. Derived from the server id and the snapshot count rather than drawn, so that a
+/// deterministic driver stays deterministic.
+fn snapshot_threshold(config: &ServerConfig, snapshots_started: u64) -> u64 {
+    let half = config.entries_per_snapshot / 2;
+    let spread = config.entries_per_snapshot - half;
+    let seed = (u64::from(config.server_id) << 32) ^ snapshots_started;
+    half + mix64(seed) % spread.max(1)
+}
+
+/// SplitMix64's finaliser: a cheap bijection that scatters consecutive seeds.
+fn mix64(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// An ensemble's `/zookeeper/config` shows its members, as ZooKeeper's does.
@@ -1555,5 +1582,34 @@ fn client_info(id: &Id) -> ClientInfo {
     ClientInfo {
         auth_scheme: id.scheme.clone(),
         user,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_thresholds_stay_within_snap_count_and_differ_between_servers() {
+        let config_of = |server_id| ServerConfig {
+            server_id,
+            entries_per_snapshot: 100_000,
+            ..ServerConfig::default()
+        };
+        let mut first_thresholds = std::collections::BTreeSet::new();
+        for server_id in 1..=5 {
+            let config = config_of(server_id);
+            for snapshots_started in 0..100 {
+                let threshold = snapshot_threshold(&config, snapshots_started);
+                assert!((50_000..100_000).contains(&threshold), "{threshold}");
+            }
+            first_thresholds.insert(snapshot_threshold(&config, 0));
+        }
+        assert_eq!(first_thresholds.len(), 5, "{first_thresholds:?}");
+        let smallest = ServerConfig {
+            entries_per_snapshot: 2,
+            ..ServerConfig::default()
+        };
+        assert_eq!(snapshot_threshold(&smallest, 7), 1);
     }
 }
