@@ -122,3 +122,24 @@ def test_leader_names_the_leader_everywhere(ens):
         assert answer["is_leader"] == (sid == leader)
         assert answer["leader_id"] == leader
         assert answer["leader_ip"] == "127.0.0.1"
+
+
+@pytest.mark.skipif(os.environ.get("ZK_KIND", "zoolog") != "zoolog",
+                    reason="zoolog's metric names (Apache's /metrics is a separate provider)")
+def test_metrics_name_each_members_role_and_the_quorum(ens):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    leader = ens.wait_quorum()
+    for sid in ens.ids:
+        connection = http.client.HTTPConnection("127.0.0.1", ens.admin_ports[sid], timeout=10)
+        try:
+            connection.request("GET", "/metrics")
+            body = connection.getresponse().read().decode()
+        finally:
+            connection.close()
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(body) for s in family.samples}
+        role = "leader" if sid == leader else "observer" if sid == OBSERVER else "follower"
+        assert samples[("zoolog_server_role", (("role", role),))] == 1, (sid, role)
+        assert samples[("zoolog_quorum_members", ())] == 3
+        assert samples[("zoolog_quorum_up", ())] == 1
