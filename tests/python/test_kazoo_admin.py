@@ -195,3 +195,17 @@ def test_four_letter_words_outside_the_whitelist_are_refused(server_factory):
     srvr = wait_for(lambda: "Mode:" in restricted.four_letter("srvr") and restricted.four_letter("srvr"))
     assert any(f"Mode: {mode}" in srvr.splitlines() for mode in SERVER_MODES), srvr
     assert restricted.four_letter("envi").strip() == "envi is not executed because it is not in the whitelist."
+
+
+def test_srvr_is_always_answered_and_isro_in_read_only_mode(server_factory):
+    # ZooKeeper adds srvr to any whitelist (zkServer.sh status needs it), and isro when
+    # readonlymode.enabled is on (clients probe with it).
+    plain = server_factory("4lw.commands.whitelist=ruok")
+    srvr = wait_for(lambda: "Mode:" in plain.four_letter("srvr") and plain.four_letter("srvr"))
+    assert srvr and "Mode:" in srvr, plain.four_letter("srvr")
+    assert plain.four_letter("isro").strip() == "isro is not executed because it is not in the whitelist."
+    assert plain.four_letter("stat").strip() == "stat is not executed because it is not in the whitelist."
+    read_only = server_factory("4lw.commands.whitelist=ruok", "-Dreadonlymode.enabled=true")
+    # ZooKeeper answers "null" until its server is up.
+    assert wait_for(lambda: read_only.four_letter("isro") != "null" and read_only.four_letter("isro")) == "rw"
+    assert read_only.four_letter("conf").strip() == "conf is not executed because it is not in the whitelist."

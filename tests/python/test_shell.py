@@ -287,3 +287,65 @@ ls /script
     # The last failure decides the status, even when later commands succeed.
     assert status == 1
     assert shell(server, stdin="ls /zookeeper\nsync /\n") == (0, "[config, quota]\nSync is OK\n", "")
+
+
+def test_quotas_set_listed_enforced_and_deleted(server_factory):
+    server = server_factory("-Dzookeeper.enforceQuota=true")
+    script = """\
+create /q
+create /q/a 12345
+setquota -n 5 /q
+setquota -N 3 /q
+listquota /q
+create /q/b
+create /q/c
+setquota -n 1 /q
+setquota -n 2 -b 3 /q
+setquota -n 0 /q
+setquota -n 2 /q/a
+setquota -n 2 /nope
+delquota -n /q
+listquota /q
+delquota /q
+listquota /q
+delquota /q
+ls /zookeeper/quota
+"""
+    status, out, err = shell(server, stdin=script)
+    assert out == (
+        "Created /q\n"
+        "Created /q/a\n"
+        "Output quota for /q count=5,bytes=-1=;byteHardLimit=-1;countHardLimit=3\n"
+        "Output stat for /q count=2,bytes=5\n"
+        "Created /q/b\n"
+        "[Warning]: the count quota you create is less than the existing count:3\n"
+        "Output quota for /q count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3\n"
+        "Output stat for /q count=3,bytes=5\n"
+        "Quota does not exist for /q\n"
+        "[]\n"
+    )
+    assert err == (
+        "absolute path is /zookeeper/quota/q/zookeeper_limits\n"
+        # /q, /q/a and /q/b make three: the hard limit.
+        "Quota has exceeded : /q/c\n"
+        "The option 'b' was specified but an option from this group has already been selected: 'n'\n"
+        "the num quota must be greater than zero\n"
+        "/q/a has a parent /q which has a quota\n"
+        "/nope does not exist.\n"
+        "absolute path is /zookeeper/quota/q/zookeeper_limits\n"
+        "absolute path is /zookeeper/quota/q/zookeeper_limits\n"
+        "quota for /q does not exist.\n"
+    )
+    assert status == 1
+
+
+def test_reconfig_prints_the_servers_refusal_and_version_names_the_protocol(server):
+    # Standalone servers (zoolog's and ZooKeeper's) have reconfiguration disabled.
+    assert shell(server, "-c", "reconfig -add server.5=127.0.0.1:2888:3888;2181") == (
+        1, "", "KeeperErrorCode = Reconfig is disabled\n")
+    assert shell(server, "-c", "reconfig -members a -remove 3") == (
+        1, "", "Can't use -file or -members together with -add or -remove (mixing incremental "
+               "and non-incremental modes is not allowed)\n")
+    status, out, err = shell(server, "-c", "version")
+    assert (status, err) == (0, "")
+    assert re.fullmatch(r"ZooKeeper CLI version: 3\.9\.\d+-zoolog-\S+\n", out), out

@@ -7,8 +7,8 @@
 //!
 //! Each point runs an unmeasured warm-up and then a measured window; every loop is bounded in
 //! time and in count, and Ctrl-C ends the current point early and skips the rest, after which
-//! the results so far are still written: CSV files, `summary.md` (the printed tables) and the
-//! Figure 5 plot, into `./bench-results/<UTC timestamp>/` unless `--out` says otherwise.
+//! the results so far are still written: CSV files, `summary.md` (the printed tables) and one
+//! plot per workload (rate and p99 latency), into `./bench-results/<UTC timestamp>/` unless `--out` says otherwise.
 
 mod bounded;
 mod control;
@@ -292,11 +292,12 @@ fn write_results(
             );
         }
     }
-    match plot::write_throughput_plot(out_dir, results) {
-        Ok(Some(path)) => {
-            let _ = writeln!(summary, "\nPlot: {}", path.display());
+    match plot::write_plots(out_dir, results) {
+        Ok(paths) => {
+            for path in paths {
+                let _ = writeln!(summary, "\nPlot: {}", path.display());
+            }
         }
-        Ok(None) => {}
         Err(error) => eprintln!("zoolog bench: no plot: {error}"),
     }
     println!("{summary}");

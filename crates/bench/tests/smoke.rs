@@ -141,14 +141,30 @@ fn every_workload_writes_plausible_results() {
         .unwrap()
         .contains("| target | read_ratio=1 |"));
 
-    let png = out.path().join("throughput.png");
-    let svg = out.path().join("throughput.svg");
-    if png.exists() {
+    for workload in ["throughput", "creates", "barrier", "recipes"] {
+        assert_plot_written(out.path(), workload);
+    }
+}
+
+/// `<workload>.png`, or `.svg` where no font is installed, and named in the summary.
+fn assert_plot_written(out: &Path, workload: &str) {
+    let png = out.join(format!("{workload}.png"));
+    let svg = out.join(format!("{workload}.svg"));
+    let written = if png.exists() {
         assert_eq!(&fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+        png
     } else {
         assert!(
-            fs::read_to_string(&svg).unwrap().contains("<svg"),
-            "no plot was written"
+            fs::read_to_string(&svg)
+                .unwrap_or_else(|_| panic!("no plot was written for {workload}"))
+                .contains("<svg"),
+            "{workload}"
         );
-    }
+        svg
+    };
+    let summary = fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains(&format!("Plot: {}", written.display())),
+        "{summary}"
+    );
 }

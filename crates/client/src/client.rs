@@ -8,8 +8,8 @@ use tokio::task::JoinHandle;
 use zoolog_proto::{
     Acl, AddWatchMode, AddWatchRequest, AuthPacket, CheckVersionRequest, ClientInfo, CreateMode,
     CreateRequest, CreateTtlRequest, DeleteRequest, ErrorCode, GetEphemeralsRequest, MultiResult,
-    PathRequest, PathWatchRequest, Request, Response, SetAclRequest, SetDataRequest, Stat,
-    WatcherType, WatchesRequest,
+    PathRequest, PathWatchRequest, ReconfigRequest, Request, Response, SetAclRequest,
+    SetDataRequest, Stat, WatcherType, WatchesRequest,
 };
 
 use crate::hosts::{Chroot, ConnectString};
@@ -422,6 +422,27 @@ impl Client {
             path: self.server_path(path)?,
         });
         expect_response!(self.call(request, None).await?, Response::GetAllChildrenNumber(reply) => reply.total_number)
+    }
+
+    /// Asks the ensemble to change its membership, as ZooKeeperAdmin's `reconfigure` does:
+    /// `joining` and `leaving` servers (incremental), or the whole `new_members` list;
+    /// `from_config` is the configuration version the change applies to (-1: whichever is
+    /// current). Returns the new configuration and the Stat of its node. A server without
+    /// reconfiguration answers `ReconfigDisabled`.
+    pub async fn reconfig(
+        &self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        new_members: Option<&str>,
+        from_config: i64,
+    ) -> Result<(Option<Vec<u8>>, Stat), Error> {
+        let request = Request::Reconfig(ReconfigRequest {
+            joining_servers: joining.map(str::to_owned),
+            leaving_servers: leaving.map(str::to_owned),
+            new_members: new_members.map(str::to_owned),
+            cur_config_id: from_config,
+        });
+        data_result(self.call(request, None).await?)
     }
 
     /// The identities this connection holds (ip, digest user, super…).

@@ -10,9 +10,14 @@
 pub mod codes;
 pub mod connect;
 pub mod jute;
+pub mod quota;
 pub mod records;
 pub mod request;
 pub mod response;
+
+/// The ZooKeeper release whose client protocol zoolog speaks, and zoolog's own version: what
+/// the server reports (`srvr`, `envi`) and the shell's `version` prints.
+pub const ZOOKEEPER_VERSION: &str = concat!("3.9.3-zoolog-", env!("CARGO_PKG_VERSION"));
 
 pub use codes::{AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType};
 pub use connect::{ConnectRequest, ConnectResponse};

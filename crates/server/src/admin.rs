@@ -4,7 +4,8 @@
 //! [`View`]; the commands that change counters return an [`OperatorAction`] for the core first.
 //!
 //! Not provided: `snapshot` and `restore` (they need ZooKeeper's HTTP authentication), which
-//! answer as unknown commands.
+//! answer as unknown commands. `observers` always answers none: the ensemble driver does not
+//! yet tell the view which observers are synced to a leader.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -146,7 +147,7 @@ fn data(
             ("synced_observers", Json::Int(0)),
             ("observers", Json::Array(Vec::new())),
         ],
-        "voting_view" => vec![("current_config", Json::object(Vec::<(String, Json)>::new()))],
+        "voting_view" => vec![("current_config", voting_view(view))],
         "watches" => vec![("session_id_to_watched_paths", watches_by_session(view))],
         "watches_by_path" => vec![("path_to_session_ids", watches_by_path(view))],
         "watch_summary" => {
@@ -157,7 +158,7 @@ fn data(
                 ("num_total_watches", Json::count(summary.watches)),
             ]
         }
-        "zabstate" => vec![("voting", Json::Bool(false)), ("zabstate", Json::str(""))],
+        "zabstate" => zab_state(view),
         other => unreachable!("{other} is not a primary name in COMMANDS"),
     })
 }
@@ -391,6 +392,111 @@ fn leader(view: &View<'_>) -> Result<Vec<(&'static str, Json)>, String> {
         ("leader_id", Json::Int(leader_id as i64)),
         ("leader_ip", leader_ip),
     ])
+}
+
+/// `host:port`, an IPv6 host in brackets, as ZooKeeper writes addresses.
+fn address_text(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
+}
+
+fn client_address_text(config: &ServerConfig) -> String {
+    address_text(&config.client_addr.ip().to_string(), config.client_addr.port())
+}
+
+/// One address as ZooKeeper's `zabstate` shows it: Jackson's rendering of its
+/// `MultipleAddresses` (every getter of the class), for a member with one address per port.
+fn multiple_addresses(host: &str, port: u16) -> Json {
+    let address = address_text(host, port);
+    let list = || Json::Array(vec![Json::str(address.clone())]);
+    Json::object([
+        ("empty", Json::Bool(false)),
+        (
+            "wildcard_addresses",
+            Json::Array(vec![Json::str(format!("0.0.0.0:{port}"))]),
+        ),
+        ("all_ports", Json::Array(vec![Json::Int(i64::from(port))])),
+        ("all_host_strings", Json::Array(vec![Json::str(host)])),
+        ("all_reachable_addresses_or_all", list()),
+        ("reachable_or_one", Json::str(address.clone())),
+        ("all_addresses", list()),
+        ("all_reachable_addresses", list()),
+        ("one", Json::str(address.clone())),
+        ("reachable_address", Json::str(address.clone())),
+    ])
+}
+
+/// ZooKeeper's `voting_view`: the voting members (not observers) of the configuration, by
+/// server id; empty for a standalone server.
+fn voting_view(view: &View<'_>) -> Json {
+    let Some(ensemble) = &view.config.ensemble else {
+        return Json::object(Vec::<(String, Json)>::new());
+    };
+    let my_id = u64::from(view.config.server_id);
+    Json::object(ensemble.participants().map(|(id, peer)| {
+        // A member knows its own client address; of the others only what their line says.
+        let client_address = match (id == my_id, &peer.client_address) {
+            (true, _) => client_address_text(view.config),
+            (false, Some((host, port))) => address_text(host, *port),
+            (false, None) => String::new(),
+        };
+        let member = Json::object([
+            (
+                "server_addresses",
+                Json::Array(vec![Json::str(address_text(&peer.host, peer.quorum_port))]),
+            ),
+            (
+                "election_addresses",
+                Json::Array(vec![Json::str(address_text(
+                    &peer.host,
+                    peer.election_port,
+                ))]),
+            ),
+            ("client_address", Json::str(client_address)),
+            ("learner_type", Json::str("participant")),
+        ]);
+        (id.to_string(), member)
+    }))
+}
+
+/// ZooKeeper's `zabstate`: for an ensemble member its identity, addresses, whether it votes,
+/// its last zxid and its phase (`election` while it has no leader, else `broadcast`); a
+/// standalone server does not vote and has no phase.
+fn zab_state(view: &View<'_>) -> Fields {
+    let Some(ensemble) = &view.config.ensemble else {
+        return vec![("voting", Json::Bool(false)), ("zabstate", Json::str(""))];
+    };
+    let my_id = u64::from(view.config.server_id);
+    let me = ensemble
+        .members
+        .get(&my_id)
+        .expect("an ensemble member is in its own configuration");
+    let last_zxid = view.tree.last_applied_zxid();
+    let phase = match view.role {
+        Role::Looking => "election",
+        Role::Leader { .. } | Role::Follower { .. } | Role::Observer { .. } => "broadcast",
+        Role::Standalone => unreachable!("a standalone server has no ensemble configuration"),
+    };
+    vec![
+        ("myid", Json::Int(my_id as i64)),
+        (
+            "is_leader",
+            Json::Bool(matches!(view.role, Role::Leader { .. })),
+        ),
+        ("quorum_address", multiple_addresses(&me.host, me.quorum_port)),
+        (
+            "election_address",
+            multiple_addresses(&me.host, me.election_port),
+        ),
+        ("client_address", Json::str(client_address_text(view.config))),
+        ("voting", Json::Bool(!me.observer)),
+        ("last_zxid", Json::str(format!("{last_zxid:#x}"))),
+        ("zab_epoch", Json::Int(last_zxid >> 32)),
+        ("zab_counter", Json::Int(last_zxid & 0xffff_ffff)),
+        ("zabstate", Json::str(phase)),
+    ]
 }
 
 #[cfg(test)]

@@ -309,11 +309,6 @@ const DEFAULT_DATA_DIR: &str = "./zoolog-data";
 const INT_MAX: i64 = i32::MAX as i64;
 /// More threads than this is a typo, not a machine.
 const SERVER_THREADS_MAX: i64 = 1024;
-/// The words Apache ZooKeeper 3.9 knows; others in a whitelist get a warning (and are kept).
-const KNOWN_FOUR_LETTER_WORDS: &[&str] = &[
-    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro", "mntr", "ruok", "srst",
-    "srvr", "stat", "stmk", "wchc", "wchp", "wchs",
-];
 
 impl ServerConfig {
     /// The limits of the write-ahead log, standalone or replica: room for the largest request
@@ -413,9 +408,12 @@ impl ServerConfig {
     }
 
     /// Whether the four-letter word `word` (e.g. `"ruok"`) may be answered: it is in the
-    /// whitelist, or the whitelist holds `*`.
+    /// whitelist, or the whitelist holds `*`. As in ZooKeeper, `srvr` is always answered
+    /// (`zkServer.sh status` needs it), and `isro` too in read-only mode (clients probe with it).
     pub fn four_letter_word_enabled(&self, word: &str) -> bool {
-        self.four_letter_words.iter().any(|w| w == "*" || w == word)
+        word == "srvr"
+            || (word == "isro" && self.read_only_mode_enabled)
+            || self.four_letter_words.iter().any(|w| w == "*" || w == word)
     }
 }
 
@@ -1774,7 +1772,8 @@ fn parse_four_letter_words(value: &str, origin: &Origin, key: &str) -> Vec<Strin
         if word == "*" {
             return vec!["*".to_owned()];
         }
-        if !KNOWN_FOUR_LETTER_WORDS.contains(&word) {
+        // Others in a whitelist get a warning, and are kept.
+        if !crate::four_letter::WORDS.contains(&word) {
             tracing::warn!("{origin}: {key}: {word:?} is not a four-letter word ZooKeeper knows");
         }
         if !words.iter().any(|w| w == word) {

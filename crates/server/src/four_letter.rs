@@ -16,8 +16,7 @@ use crate::json::Json;
 use crate::metrics::Metrics;
 use crate::stats::{ConnectionStats, ServerStats};
 
-/// The ZooKeeper release whose client protocol zoolog speaks, and zoolog's own version.
-pub const ZOOKEEPER_VERSION: &str = concat!("3.9.3-zoolog-", env!("CARGO_PKG_VERSION"));
+pub use zoolog_proto::ZOOKEEPER_VERSION;
 
 /// The words this server answers, ZooKeeper 3.9's list; any other first four bytes are read as
 /// a frame length.

@@ -346,7 +346,17 @@ fn four_letter_word_whitelists() {
         &format!("-DdataDir={data}"),
     ]);
     assert!(none.four_letter_words.is_empty());
-    assert!(!none.four_letter_word_enabled("srvr"));
+    assert!(!none.four_letter_word_enabled("ruok"));
+    // As in ZooKeeper: srvr always, isro in read-only mode.
+    assert!(none.four_letter_word_enabled("srvr"));
+    assert!(!none.four_letter_word_enabled("isro"));
+    let read_only = load(&[
+        "-Dzookeeper.4lw.commands.whitelist=ruok",
+        "-Dreadonlymode.enabled=true",
+        &format!("-DdataDir={data}"),
+    ]);
+    assert!(read_only.four_letter_word_enabled("isro"));
+    assert!(!read_only.four_letter_word_enabled("stat"));
 }
 
 #[test]

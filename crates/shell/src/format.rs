@@ -113,6 +113,18 @@ pub(crate) fn error_text(error: &Error, path: Option<&str>) -> String {
             format!("Ephemerals cannot have children: {path_text}")
         }
         ErrorCode::InvalidAcl => format!("Acl is not valid : {path_text}"),
+        ErrorCode::NotReadOnly => format!("Not a read-only call: {path_text}"),
+        ErrorCode::BadArguments => format!("Arguments are not valid : {path_text}"),
+        ErrorCode::QuotaExceeded => format!("Quota has exceeded : {path_text}"),
+        ErrorCode::ReconfigInProgress => {
+            "Another reconfiguration is in progress -- concurrent reconfigs not supported (yet)"
+                .to_owned()
+        }
+        // zkCli's sentence, its typo included.
+        ErrorCode::NewConfigNoQuorum => "No quorum of new config is connected and up-to-date \
+            with the leader of last commmitted config - try invoking reconfiguration after new \
+            servers are connected and synced"
+            .to_owned(),
         _ => match path {
             Some(path) => format!("KeeperErrorCode = {} for {path}", code_message(code)),
             None => format!("KeeperErrorCode = {}", code_message(code)),

@@ -2,7 +2,7 @@
 //!
 //! `zoolog shell`: a command shell for ZooKeeper and zoolog that zkCli users already know: the
 //! same commands with the same options (ls, get, set, create, stat, getAcl, setAcl, addWatch,
-//! removewatches, …), the same output and error sentences, the same prompt
+//! removewatches, setquota, reconfig, …), the same output and error sentences, the same prompt
 //! (`[zk: host:port(CONNECTED) 0] `) and the same watch event lines (zkCli 3.9's, with zxid).
 //!
 //! It owns the shell's command line, the parsing of command lines, zkCli's output formats, the
@@ -14,7 +14,9 @@
 //!
 //! Known differences from zkCli: `create` without data stores empty data, not null, and `get`
 //! prints null data as an empty line; `config` reads `/zookeeper/config` under the chroot;
-//! `removewatches -l` removes through the server; the non-interactive forms print no banner.
+//! `removewatches -l` removes through the server; the non-interactive forms print no banner;
+//! `version` prints no build date; `reconfig -file` sends the file's `server.N`, `group.` and
+//! `weight.` lines as they are, where zkCli first parses and checks them.
 
 mod access_commands;
 mod acl;
@@ -26,6 +28,8 @@ mod interactive;
 mod invocation;
 mod node_commands;
 mod options;
+mod quota_commands;
+mod reconfig_command;
 mod shell;
 mod watch_commands;
 mod words;

@@ -2,6 +2,7 @@
 //! numbered history that `history` and `redo` use, and reports how each command ended.
 
 use zoolog_client::{Client, ClientOptions, Error};
+use zoolog_proto::ZOOKEEPER_VERSION;
 
 use crate::connection::{Connection, SessionCell};
 use crate::events::EventPrinter;
@@ -162,6 +163,7 @@ impl Shell {
             "create" => self.create(invocation).await,
             "delete" => self.delete(invocation).await,
             "deleteall" => self.delete_all(invocation).await,
+            "delquota" => self.delete_quota(invocation).await,
             "get" => self.get(invocation).await,
             "getAcl" => self.get_acl(invocation).await,
             "getAllChildrenNumber" => self.all_children_number(invocation).await,
@@ -174,13 +176,20 @@ impl Shell {
                 self.print_history();
                 Ok(())
             }
+            "listquota" => self.list_quota(invocation).await,
             "ls" => self.ls(invocation).await,
             "printwatches" => self.print_watches(invocation),
+            "reconfig" => self.reconfig(invocation).await,
             "removewatches" => self.remove_watches(invocation).await,
             "set" => self.set(invocation).await,
             "setAcl" => self.set_acl(invocation).await,
+            "setquota" => self.set_quota(invocation).await,
             "stat" => self.stat(invocation).await,
             "sync" => self.sync(invocation).await,
+            "version" => {
+                println!("ZooKeeper CLI version: {ZOOKEEPER_VERSION}");
+                Ok(())
+            }
             "whoami" => self.who_am_i().await,
             // run_line takes `redo` apart; it is reached here only as the redo of a redo.
             "redo" => Err(Failure::Message("No redoing redos".into())),

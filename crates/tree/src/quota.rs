@@ -4,55 +4,10 @@
 
 use crate::path;
 use crate::tree::{DataTree, QUOTA_PATH};
-use std::collections::BTreeMap;
+use zoolog_proto::quota::{
+    StatsTrack, BYTES, BYTE_HARD_LIMIT, COUNT, COUNT_HARD_LIMIT, LIMITS_NODE, STATS_NODE,
+};
 use zoolog_proto::ErrorCode;
-
-pub(crate) const LIMITS_NODE: &str = "zookeeper_limits";
-pub(crate) const STATS_NODE: &str = "zookeeper_stats";
-
-/// A parsed `key=value` list separated by ',' or ';'. Keys absent read as −1 ("unset").
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct QuotaValues(BTreeMap<String, i64>);
-
-impl QuotaValues {
-    /// Lenient: pairs that do not parse are skipped, as a half-written node must not break writes.
-    pub fn parse(data: Option<&[u8]>) -> QuotaValues {
-        let text = data.map(String::from_utf8_lossy).unwrap_or_default();
-        let pairs = text.split([',', ';']).filter_map(|pair| {
-            let mut parts = pair.split('=');
-            let key = parts.next()?;
-            let value = parts.next()?.trim().parse::<i64>().ok()?;
-            (!key.is_empty()).then(|| (key.to_owned(), value))
-        });
-        QuotaValues(pairs.collect())
-    }
-
-    pub fn get(&self, key: &str) -> i64 {
-        self.0.get(key).copied().unwrap_or(-1)
-    }
-
-    pub fn set(&mut self, key: &str, value: i64) {
-        self.0.insert(key.to_owned(), value);
-    }
-
-    /// ZooKeeper's StatsTrack text: count and bytes first, then a deliberate extra '=' and the
-    /// remaining keys sorted, each after ';'.
-    pub fn render(&self) -> Vec<u8> {
-        let mut text = format!("count={},bytes={}", self.get("count"), self.get("bytes"));
-        let mut extra = self
-            .0
-            .iter()
-            .filter(|(key, _)| *key != "count" && *key != "bytes")
-            .peekable();
-        if extra.peek().is_some() {
-            text.push('=');
-            for (key, value) in extra {
-                text.push_str(&format!(";{key}={value}"));
-            }
-        }
-        text.into_bytes()
-    }
-}
 
 /// The real path a node directly under `/zookeeper/quota<real>` is about, if any.
 fn tracked_path_of_quota_child(quota_node_path: &str) -> Option<&str> {
@@ -102,9 +57,9 @@ impl DataTree {
             return;
         };
         let (count, bytes) = self.subtree_totals(real);
-        let mut values = QuotaValues::default();
-        values.set("count", count as i64);
-        values.set("bytes", bytes as i64);
+        let mut values = StatsTrack::default();
+        values.set(COUNT, count as i64);
+        values.set(BYTES, bytes as i64);
         self.overwrite_data_in_place(path, values.render());
     }
 
@@ -136,9 +91,9 @@ impl DataTree {
         let Some(stats_node) = self.nodes.get(&stats_path) else {
             return;
         };
-        let mut values = QuotaValues::parse(stats_node.data.as_deref());
-        values.set("count", values.get("count").saturating_add(count_diff));
-        values.set("bytes", values.get("bytes").saturating_add(bytes_diff));
+        let mut values = StatsTrack::parse(stats_node.data.as_deref());
+        values.set(COUNT, values.get(COUNT).saturating_add(count_diff));
+        values.set(BYTES, values.get(BYTES).saturating_add(bytes_diff));
         self.overwrite_data_in_place(&stats_path, values.render());
     }
 
@@ -159,43 +114,20 @@ impl DataTree {
         let Some(limits_node) = self.nodes.get(&quota_node_path(&root, LIMITS_NODE)) else {
             return Ok(());
         };
-        let limits = QuotaValues::parse(limits_node.data.as_deref());
+        let limits = StatsTrack::parse(limits_node.data.as_deref());
         let Some(stats_node) = self.nodes.get(&quota_node_path(&root, STATS_NODE)) else {
             return Ok(());
         };
-        let current = QuotaValues::parse(stats_node.data.as_deref());
+        let current = StatsTrack::parse(stats_node.data.as_deref());
         let exceeds = |diff: i64, used_key: &str, hard_key: &str| {
             let hard = limits.get(hard_key);
             diff != 0 && hard > -1 && current.get(used_key).saturating_add(diff) > hard
         };
-        if exceeds(count_diff, "count", "countHardLimit")
-            || exceeds(bytes_diff, "bytes", "byteHardLimit")
+        if exceeds(count_diff, COUNT, COUNT_HARD_LIMIT)
+            || exceeds(bytes_diff, BYTES, BYTE_HARD_LIMIT)
         {
             return Err(ErrorCode::QuotaExceeded);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stats_text_round_trips_in_zookeeper_format() {
-        let mut values =
-            QuotaValues::parse(Some(b"count=1,bytes=-1=;byteHardLimit=10;countHardLimit=5"));
-        assert_eq!(values.get("count"), 1);
-        assert_eq!(values.get("countHardLimit"), 5);
-        values.set("count", 2);
-        assert_eq!(
-            values.render(),
-            b"count=2,bytes=-1=;byteHardLimit=10;countHardLimit=5"
-        );
-        assert_eq!(QuotaValues::parse(None).get("count"), -1);
-        assert_eq!(
-            QuotaValues::parse(Some(b"garbage,,=;x=y")).render(),
-            b"count=-1,bytes=-1"
-        );
     }
 }

@@ -28,7 +28,7 @@ pub(crate) fn node_mut<'a>(nodes: &'a mut NodeMap, path: &str) -> Option<&'a mut
 }
 
 pub(crate) const ZOOKEEPER_PATH: &str = "/zookeeper";
-pub(crate) const QUOTA_PATH: &str = "/zookeeper/quota";
+pub(crate) const QUOTA_PATH: &str = zoolog_proto::quota::QUOTA_ROOT;
 pub(crate) const CONFIG_PATH: &str = "/zookeeper/config";
 
 /// Nodes no client may delete.
