@@ -168,10 +168,8 @@ async fn replies_cut_and_packed_any_way_reach_their_callers_in_order() {
         for call in calls {
             let (path, data) = call.await.unwrap();
             let data = String::from_utf8(data).unwrap();
-            assert!(
-                !data.is_empty() && data.len() % path.len() == 0,
-                "{path}: {data}"
-            );
+            // Its own path, as many times as its xid: nobody else's reply.
+            assert!(!data.is_empty(), "{path}: empty data");
             assert_eq!(data, path.repeat(data.len() / path.len()));
         }
     })
