@@ -27,7 +27,7 @@ pub struct Client {
 }
 
 struct Shared {
-    calls: mpsc::Sender<Call>,
+    calls: mpsc::UnboundedSender<Call>,
     outstanding: Arc<Semaphore>,
     chroot: Chroot,
     events: broadcast::Sender<SessionState>,
@@ -62,7 +62,8 @@ impl Client {
                 "requests_outstanding_max must be at least 1".into(),
             ));
         }
-        let (calls, calls_receiver) = mpsc::channel(options.requests_outstanding_max);
+        // Bounded by the permits of `outstanding`, which every call holds (see `Call`).
+        let (calls, calls_receiver) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(options.session_events_max.max(1));
         let (status_sender, mut status) = watch::channel(SessionStatus {
             state: SessionState::Disconnected,
@@ -494,7 +495,6 @@ impl Client {
         self.shared
             .calls
             .send(call)
-            .await
             .map_err(|_| Error::SessionClosed)?;
         response.await.map_err(|_| Error::SessionClosed)?
     }

@@ -82,6 +82,7 @@
 //! assert_eq!(Error::ConnectionLoss.code(), ErrorCode::ConnectionLoss);
 //! ```
 
+mod buffers;
 mod client;
 mod error;
 mod hosts;

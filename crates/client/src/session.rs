@@ -2,18 +2,19 @@
 //! awaiting replies, pings, and reconnection with the same session id and password.
 //!
 //! Nothing in the loop ever waits on a caller: replies go into oneshots and events into bounded
-//! broadcasts, so a slow caller can never stall pings and lose the session. Frames are read by a
-//! separate task into a small bounded channel, and writes go through a byte outbox written with a
-//! cancel-safe `write`, so reading and writing never wait on each other.
+//! broadcasts, so a slow caller can never stall pings and lose the session. The loop reads and
+//! writes the socket itself with cancel-safe `read_buf` and `write`, so reading and writing never
+//! wait on each other. Its cost per request is what a saturated client spends, so it batches:
+//! every call already queued is encoded into the outbox before the next write, one read takes in
+//! every reply that has arrived, and the ping timer is re-armed only when it fires.
 
 use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
 use rand::seq::SliceRandom;
 use rand::Rng;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, mpsc, oneshot, watch, OwnedSemaphorePermit};
@@ -26,6 +27,7 @@ use zoolog_proto::{
     OpCode, Reader, ReplyHeader, Request, Response, WatcherEvent,
 };
 
+use crate::buffers::{Inbound, Outbox};
 use crate::hosts::ConnectString;
 use crate::read_write_search::find_read_write_server;
 use crate::watches::{WatchChange, WatchRegistry};
@@ -33,16 +35,12 @@ use crate::{ClientOptions, Error, SessionState};
 
 /// ReplyHeader: int xid, long zxid, int err.
 const REPLY_HEADER_BYTES: usize = 16;
-/// New commands are taken only while the unsent bytes stay under this, so a server that stops
-/// reading cannot make the outbox grow without bound (one request may overshoot it once).
-const OUTBOX_BYTES_SOFT_MAX: usize = 256 * 1024;
-/// Frames read ahead of the session loop.
-const INBOUND_FRAMES_MAX: usize = 64;
 /// After every host failed, wait up to this long before the next round, so a cluster coming
 /// back is not hammered by every client at once.
 const RECONNECT_PAUSE_MS_MAX: u64 = 1000;
 
-/// What a caller hands the session task.
+/// What a caller hands the session task. The channel that carries calls needs no bound of its
+/// own: a call cannot exist without a permit, so at most `requests_outstanding_max` are queued.
 pub(crate) struct Call {
     pub request: Request,
     pub watch_change: Option<WatchChange>,
@@ -84,10 +82,9 @@ enum ConnectionEnd {
 
 /// One TCP connection with an established session.
 struct Connection {
+    reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
-    frames: mpsc::Receiver<io::Result<Vec<u8>>>,
-    reader_task: JoinHandle<()>,
-    outbox: BytesMut,
+    outbox: Outbox,
     pending: VecDeque<Pending>,
     /// Auth replies (xid −4) are matched apart from the FIFO: the Java server answers them at once.
     auth_waiters: VecDeque<Option<oneshot::Sender<Result<Response, Error>>>>,
@@ -100,7 +97,6 @@ struct Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.reader_task.abort();
         if let Some(search) = &self.read_write_search {
             search.abort();
         }
@@ -108,10 +104,6 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    fn enqueue(&mut self, payload: &[u8]) {
-        self.outbox.extend_from_slice(&framed(payload));
-    }
-
     /// Fails everything awaiting a reply on this connection.
     fn fail_waiting(&mut self, error: &Error) {
         for pending in self.pending.drain(..) {
@@ -172,7 +164,7 @@ impl Session {
     }
 
     /// Runs the session until it ends, then fails every later call with the reason.
-    pub async fn run(mut self, mut calls: mpsc::Receiver<Call>) {
+    pub async fn run(mut self, mut calls: mpsc::UnboundedReceiver<Call>) {
         let final_state = loop {
             let Some(mut connection) = self.connect().await else {
                 break SessionState::Expired;
@@ -283,19 +275,12 @@ impl Session {
         self.password = response.password;
         self.negotiated_timeout_ms = u32::try_from(response.timeout_ms).unwrap_or(1);
         self.seen_read_write_server |= !read_only;
-        let (read_half, writer) = stream.into_split();
-        let (frames_sender, frames) = mpsc::channel(INBOUND_FRAMES_MAX);
-        let reader_task = tokio::spawn(read_frames(
-            read_half,
-            self.options.packet_bytes_max,
-            frames_sender,
-        ));
+        let (reader, writer) = stream.into_split();
         let now = Instant::now();
         let mut connection = Connection {
+            reader,
             writer,
-            frames,
-            reader_task,
-            outbox: BytesMut::new(),
+            outbox: Outbox::default(),
             pending: VecDeque::new(),
             auth_waiters: VecDeque::new(),
             last_send: now,
@@ -312,7 +297,9 @@ impl Session {
             }),
         };
         for auth in &self.auths {
-            connection.enqueue(&Request::Auth(auth.clone()).encode(xid::AUTH));
+            connection
+                .outbox
+                .push(xid::AUTH, &Request::Auth(auth.clone()));
             connection.auth_waiters.push_back(None);
         }
         for request in self.watches.set_watches_requests(self.last_zxid_seen) {
@@ -333,32 +320,24 @@ impl Session {
     }
 
     /// Serves one connection: replies, notifications, calls, pings, until it ends.
+    ///
+    /// The branches are polled in order. Writing comes first, so whatever is queued goes out
+    /// before anything else happens; calls come before reads, and cannot starve them, because
+    /// each call holds an outstanding-request permit that only a reply gives back.
     async fn serve(
         &mut self,
         connection: &mut Connection,
-        calls: &mut mpsc::Receiver<Call>,
+        calls: &mut mpsc::UnboundedReceiver<Call>,
     ) -> ConnectionEnd {
-        let ping_interval = Duration::from_millis(u64::from(self.negotiated_timeout_ms) / 3);
-        // Java's rule: silence for two thirds of the timeout means the connection is dead,
-        // which leaves the last third to reach another server before the session expires.
-        let read_timeout = Duration::from_millis(u64::from(self.negotiated_timeout_ms) * 2 / 3);
+        let timeouts = Timeouts::for_session(self.negotiated_timeout_ms);
+        let timer = sleep_until(timeouts.next_deadline(connection));
+        tokio::pin!(timer);
+        let mut inbound = Inbound::new(self.options.packet_bytes_max);
         loop {
-            let ping_at = connection.last_send + ping_interval;
-            let dead_at = connection.last_receive + read_timeout;
-            let outbox_has_room = connection.outbox.len() < OUTBOX_BYTES_SOFT_MAX;
+            let outbox_has_room = connection.outbox.has_room();
             tokio::select! {
                 biased;
-                frame = connection.frames.recv() => match frame {
-                    Some(Ok(frame)) => {
-                        connection.last_receive = Instant::now();
-                        if let Err(end) = self.receive(connection, &frame) {
-                            return end;
-                        }
-                    }
-                    Some(Err(error)) => return ConnectionEnd::Lost(error.to_string()),
-                    None => return ConnectionEnd::Lost("reader ended".into()),
-                },
-                written = connection.writer.write(&connection.outbox), if !connection.outbox.is_empty() => match written {
+                written = connection.writer.write(connection.outbox.unsent()), if !connection.outbox.is_empty() => match written {
                     Ok(0) => return ConnectionEnd::Lost("socket closed for writing".into()),
                     Ok(count) => {
                         connection.outbox.advance(count);
@@ -366,26 +345,77 @@ impl Session {
                     }
                     Err(error) => return ConnectionEnd::Lost(error.to_string()),
                 },
+                () = timer.as_mut() => {
+                    if let Err(end) = timeouts.on_timer(connection) {
+                        return end;
+                    }
+                    // Sends and receives only move the deadline later, so rather than following
+                    // every one of them the timer fires early now and then and is re-armed here.
+                    timer.as_mut().reset(timeouts.next_deadline(connection));
+                }
                 call = calls.recv(), if outbox_has_room => match call {
-                    Some(call) => self.submit(connection, call),
+                    Some(call) => {
+                        self.submit(connection, call);
+                        self.submit_queued(connection, calls);
+                        // With other requests in flight, callers are pipelining, and the ones
+                        // that replies just woke are likely about to call again: letting them run
+                        // first puts their requests in the same write.
+                        if connection.pending.len() > 1 {
+                            tokio::task::yield_now().await;
+                            self.submit_queued(connection, calls);
+                        }
+                    }
                     // Every Client handle is gone (the task is aborted then; this is belt and braces).
                     None => return ConnectionEnd::Final(SessionState::Closed),
+                },
+                read = connection.reader.read_buf(inbound.read_buffer()) => match read {
+                    Ok(0) => return ConnectionEnd::Lost("server closed the connection".into()),
+                    Ok(_) => {
+                        connection.last_receive = Instant::now();
+                        if let Err(end) = self.receive_frames(connection, &mut inbound) {
+                            return end;
+                        }
+                    }
+                    Err(error) => return ConnectionEnd::Lost(error.to_string()),
                 },
                 found = read_write_server_found(&mut connection.read_write_search) => {
                     // Apache's way: drop the read-only connection and connect there first.
                     self.preferred_address = Some(found.clone());
                     return ConnectionEnd::Lost(format!("read-write server {found} found"));
                 }
-                () = sleep_until(ping_at.min(dead_at)) => {
-                    if Instant::now() >= dead_at {
-                        return ConnectionEnd::Lost(format!("nothing heard for {} ms", read_timeout.as_millis()));
-                    }
-                    connection.enqueue(&Request::Ping.encode(xid::PING));
-                    // Counted as sent now so that a stuck socket does not queue a ping per wakeup.
-                    connection.last_send = Instant::now();
-                }
             }
         }
+    }
+
+    /// Submits every call already queued while the outbox has room, so that one write carries
+    /// them all.
+    fn submit_queued(
+        &mut self,
+        connection: &mut Connection,
+        calls: &mut mpsc::UnboundedReceiver<Call>,
+    ) {
+        while connection.outbox.has_room() {
+            match calls.try_recv() {
+                Ok(call) => self.submit(connection, call),
+                // Empty, or closed: the next `recv` in the loop tells which.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Handles every complete frame the last read brought in.
+    fn receive_frames(
+        &mut self,
+        connection: &mut Connection,
+        inbound: &mut Inbound,
+    ) -> Result<(), ConnectionEnd> {
+        while let Some(frame) = inbound
+            .next_frame()
+            .map_err(|error| ConnectionEnd::Lost(error.to_string()))?
+        {
+            self.receive(connection, frame)?;
+        }
+        Ok(())
     }
 
     /// Puts a caller's request on the wire, or fails it at once if it cannot be sent.
@@ -397,10 +427,18 @@ impl Session {
             permit,
         } = call;
         if let Request::Auth(auth) = &request {
-            let payload = request.encode(xid::AUTH);
-            self.auths.push(auth.clone());
-            connection.enqueue(&payload);
-            connection.auth_waiters.push_back(Some(reply));
+            match connection
+                .outbox
+                .push_checked(xid::AUTH, &request, self.options.packet_bytes_max)
+            {
+                Ok(()) => {
+                    self.auths.push(auth.clone());
+                    connection.auth_waiters.push_back(Some(reply));
+                }
+                Err(bytes) => {
+                    let _ = reply.send(Err(self.request_too_large(bytes)));
+                }
+            }
             return;
         }
         self.send(
@@ -416,12 +454,11 @@ impl Session {
 
     fn send(&mut self, connection: &mut Connection, request: Request, waiter: Waiter) {
         let xid = self.next_xid();
-        let payload = request.encode(xid);
-        if payload.len() > self.options.packet_bytes_max {
-            let error = Error::RequestTooLarge {
-                bytes: payload.len(),
-                bytes_max: self.options.packet_bytes_max,
-            };
+        let pushed = connection
+            .outbox
+            .push_checked(xid, &request, self.options.packet_bytes_max);
+        if let Err(bytes) = pushed {
+            let error = self.request_too_large(bytes);
             match waiter {
                 Waiter::Caller { reply, .. } => {
                     let _ = reply.send(Err(error));
@@ -430,12 +467,18 @@ impl Session {
             }
             return;
         }
-        connection.enqueue(&payload);
         connection.pending.push_back(Pending {
             xid,
             opcode: request.opcode(),
             waiter,
         });
+    }
+
+    fn request_too_large(&self, bytes: usize) -> Error {
+        Error::RequestTooLarge {
+            bytes,
+            bytes_max: self.options.packet_bytes_max,
+        }
     }
 
     /// Java's sequence: 1, 2, … wrapping from i32::MAX back to 1 (xids ≤ 0 are reserved).
@@ -530,6 +573,46 @@ impl Session {
     }
 }
 
+/// When a connection pings, and when its silence means it is dead.
+struct Timeouts {
+    ping_interval: Duration,
+    read_timeout: Duration,
+}
+
+impl Timeouts {
+    fn for_session(negotiated_timeout_ms: u32) -> Timeouts {
+        let timeout_ms = u64::from(negotiated_timeout_ms);
+        Timeouts {
+            ping_interval: Duration::from_millis(timeout_ms / 3),
+            // Java's rule: silence for two thirds of the timeout means the connection is dead,
+            // which leaves the last third to reach another server before the session expires.
+            read_timeout: Duration::from_millis(timeout_ms * 2 / 3),
+        }
+    }
+
+    fn next_deadline(&self, connection: &Connection) -> Instant {
+        (connection.last_send + self.ping_interval).min(connection.last_receive + self.read_timeout)
+    }
+
+    /// Ends a connection silent for too long, and queues a ping if nothing went out for a while;
+    /// does nothing when the timer fired before a deadline that moved.
+    fn on_timer(&self, connection: &mut Connection) -> Result<(), ConnectionEnd> {
+        let now = Instant::now();
+        if now >= connection.last_receive + self.read_timeout {
+            return Err(ConnectionEnd::Lost(format!(
+                "nothing heard for {} ms",
+                self.read_timeout.as_millis()
+            )));
+        }
+        if now >= connection.last_send + self.ping_interval {
+            connection.outbox.push(xid::PING, &Request::Ping);
+            // Counted as sent now so that a stuck socket does not queue a ping per wakeup.
+            connection.last_send = now;
+        }
+        Ok(())
+    }
+}
+
 /// The address the read-write search found; pending while there is no search (or it failed).
 /// Cancel-safe, and a finished search is forgotten so that it is never polled again.
 async fn read_write_server_found(search: &mut Option<JoinHandle<String>>) -> String {
@@ -581,23 +664,7 @@ fn invalid_data(error: impl std::error::Error + Send + Sync + 'static) -> io::Er
     io::Error::new(io::ErrorKind::InvalidData, error)
 }
 
-/// Reads frames until the connection fails, handing each to the session loop.
-async fn read_frames(
-    read_half: OwnedReadHalf,
-    bytes_max: usize,
-    frames: mpsc::Sender<io::Result<Vec<u8>>>,
-) {
-    let mut reader = BufReader::new(read_half);
-    loop {
-        let frame = read_frame(&mut reader, bytes_max).await;
-        let failed = frame.is_err();
-        if frames.send(frame).await.is_err() || failed {
-            return;
-        }
-    }
-}
-
-/// One length-prefixed frame, refusing lengths over the limit before allocating.
+/// The handshake's one length-prefixed frame, refusing lengths over the limit before allocating.
 async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
     bytes_max: usize,
