@@ -27,6 +27,8 @@ pub const USAGE: &str = "usage: zoolog bench [options]
   --barrier-clients N,... barrier: clients per barrier (default 10,50)
   --recipe-clients N      recipes: clients contending in barrier and lock (default 2)
   --out DIR               results folder (default ./bench-results/<UTC timestamp>)
+  --client-threads N      threads of the benchmark client (default 1: on a machine shared with
+                          the servers, a one-thread client takes the least from them)
 
 Ctrl-C stops the run and still writes what was measured.";
 
@@ -48,6 +50,7 @@ pub struct Options {
     /// Servers per ensemble; `None` for standalone servers.
     pub ensemble: Option<usize>,
     pub leader_kills: usize,
+    pub client_threads: usize,
 }
 
 impl Default for Options {
@@ -68,6 +71,7 @@ impl Default for Options {
             out: None,
             ensemble: None,
             leader_kills: 5,
+            client_threads: 1,
         }
     }
 }
@@ -86,6 +90,7 @@ const VALUE_BYTES_MAX: usize = 1 << 20;
 const DURATION_S_MAX: f64 = 3600.0;
 const ENSEMBLE_SERVERS_MAX: usize = 9;
 const LEADER_KILLS_MAX: usize = 100;
+const CLIENT_THREADS_MAX: usize = 256;
 
 pub fn parse(args: &[String]) -> Result<Command, String> {
     let mut options = Options::default();
@@ -151,6 +156,9 @@ fn apply(options: &mut Options, flag: &str, value: &str) -> Result<(), String> {
             options.ensemble = Some(servers);
         }
         "--leader-kills" => options.leader_kills = parse_count(flag, value, LEADER_KILLS_MAX)?,
+        "--client-threads" => {
+            options.client_threads = parse_count(flag, value, CLIENT_THREADS_MAX)?
+        }
         _ => return Err(format!("unknown option {flag}")),
     }
     Ok(())
@@ -228,7 +236,8 @@ mod tests {
         let Ok(Command::Bench(options)) = parse_words(
             "--servers a:1,b:2 --workload throughput,barrier --duration-s 1.5 --warmup-s 0 \
              --sessions 3 --outstanding 4 --value-bytes 10 --read-ratios 0,0.5,1 \
-             --create-workers 1,2 --barrier-clients 3 --recipe-clients 4 --out /tmp/x --compare",
+             --create-workers 1,2 --barrier-clients 3 --recipe-clients 4 --out /tmp/x --compare \
+             --client-threads 3",
         ) else {
             panic!("did not parse");
         };
@@ -245,6 +254,7 @@ mod tests {
         assert_eq!(options.create_workers, vec![1, 2]);
         assert_eq!(options.barrier_clients, vec![3]);
         assert_eq!(options.recipe_clients, 4);
+        assert_eq!(options.client_threads, 3);
         assert_eq!(options.out, Some(PathBuf::from("/tmp/x")));
         assert!(options.compare);
     }
