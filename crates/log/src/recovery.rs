@@ -20,10 +20,21 @@ use crate::{Position, POSITION_MAX};
 
 const SEGMENT_PREFIX: &str = "segment-";
 const SEGMENT_SUFFIX: &str = ".wal";
+const RECYCLED_PREFIX: &str = "recycled-";
 
 /// Names sort in position order because the position is fixed-width hex.
 pub(crate) fn segment_file_name(first_position: Position) -> String {
     format!("{SEGMENT_PREFIX}{first_position:016x}{SEGMENT_SUFFIX}")
+}
+
+/// A retired segment kept for reuse (see [`crate::segment::purge_segments`]); recovery never
+/// reads it, since the name does not parse as a segment.
+pub(crate) fn recycled_file_name(first_position: Position) -> String {
+    format!("{RECYCLED_PREFIX}{first_position:016x}{SEGMENT_SUFFIX}")
+}
+
+pub(crate) fn is_recycled_file_name(name: &str) -> bool {
+    name.starts_with(RECYCLED_PREFIX) && name.ends_with(SEGMENT_SUFFIX)
 }
 
 /// Accepts exactly the names [`segment_file_name`] produces, for positions 1..=POSITION_MAX.

@@ -4,6 +4,16 @@
 //! Shared by [`crate::SingleLog`] and [`crate::ReplicaLog`]; what a record's payload means
 //! is up to them. This module decides nothing about recovery (that is `recovery`), it only
 //! carries out the verdicts on files.
+//!
+//! Purged segments are recycled rather than deleted, a few at a time: a new segment is a
+//! retired file renamed and overwritten from its start. Freeing a 64 MiB segment's blocks
+//! (trimming them too, on a `discard` mount) stalled the WAL's fdatasyncs behind the journal
+//! commit that does it, at every purge; and appending into freshly allocated blocks makes
+//! every fdatasync commit the journal for the new file size, while overwriting blocks the
+//! file already has does not. What the recycled file held beyond the new records is only
+//! ever at the end of the last segment, where recovery cuts it like an unfinished write: a
+//! segment's stale end is cut before the next segment starts, and stale records carry
+//! positions below the segment's own, which recovery never takes for later ones.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -14,11 +24,11 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::error::{IoContext, LogError};
-use crate::fsutil::{file_names, fsync_dir};
+use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
 use crate::record::{encode_record_parts, encoded_len};
 use crate::recovery::{
-    first_segment_to_read, parse_segment_file_name, segment_file_name, RecoveredTail,
-    SegmentVerdict, TailRecovery,
+    first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
+    segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
 };
 use crate::Position;
 
@@ -48,6 +58,48 @@ pub(crate) fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
         .collect();
     first_positions.sort_unstable();
     Ok(first_positions)
+}
+
+/// Retired segments kept for reuse, at most; beyond them purged segments are deleted.
+const RECYCLED_SEGMENTS_MAX: usize = 2;
+
+/// Retires the segments that only hold entries at or below `oldest_retained` (the oldest
+/// snapshot kept): up to [`RECYCLED_SEGMENTS_MAX`] are kept for reuse, the rest deleted.
+/// Returns how many were retired.
+pub(crate) fn purge_segments(wal_dir: &Path, oldest_retained: Position) -> Result<usize, LogError> {
+    let first_positions = list_segments(wal_dir)?;
+    let doomed = segments_to_purge(&first_positions, oldest_retained);
+    let mut recycled = recycled_files(wal_dir)?.len();
+    for &first_position in doomed {
+        let path = wal_dir.join(segment_file_name(first_position));
+        if recycled < RECYCLED_SEGMENTS_MAX {
+            let target = wal_dir.join(recycled_file_name(first_position));
+            fs::rename(&path, &target).context(|| {
+                format!("rename {} to {}", path.display(), target.display())
+            })?;
+            recycled += 1;
+        } else {
+            remove_file_gradually(&path)?;
+        }
+    }
+    if !doomed.is_empty() {
+        fsync_dir(wal_dir)?;
+        tracing::info!(
+            segments = doomed.len(),
+            oldest_retained,
+            "purged WAL segments"
+        );
+    }
+    Ok(doomed.len())
+}
+
+fn recycled_files(wal_dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+    let mut names: Vec<String> = file_names(wal_dir)?
+        .into_iter()
+        .filter(|name| is_recycled_file_name(name))
+        .collect();
+    names.sort_unstable();
+    Ok(names.iter().map(|name| wal_dir.join(name)).collect())
 }
 
 /// The last segment as recovery left it: its first position and its length in bytes.
@@ -89,7 +141,8 @@ pub(crate) fn recover_wal(
                     position,
                     %fault,
                     discarded_bytes = file_bytes - valid_bytes,
-                    "truncating an unfinished write at the end of the WAL"
+                    "cutting the WAL after its last intact record: an unfinished write, or \
+                     what a recycled segment held before"
                 );
                 truncate_file(&path, valid_bytes)?;
                 valid_bytes
@@ -161,17 +214,27 @@ impl ActiveSegment {
         })
     }
 
+    /// A new segment at `first_position`: a recycled file when there is one, written over
+    /// from its start, else a new file.
     pub fn create(
         wal_dir: &Path,
         first_position: Position,
         stats: &FsyncStats,
     ) -> Result<Self, LogError> {
         let path = wal_dir.join(segment_file_name(first_position));
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
-            .context(|| format!("create segment {}", path.display()))?;
+        let file = match recycled_files(wal_dir)?.first() {
+            Some(recycled) => {
+                fs::rename(recycled, &path).context(|| {
+                    format!("rename {} to {}", recycled.display(), path.display())
+                })?;
+                OpenOptions::new().write(true).open(&path)
+            }
+            None => OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(&path),
+        }
+        .context(|| format!("create segment {}", path.display()))?;
         stats.timed_fsync(|| fsync_dir(wal_dir))?;
         Ok(ActiveSegment {
             file,
@@ -219,6 +282,7 @@ impl SegmentWriter {
         let payload_bytes = parts.iter().map(|part| part.len()).sum();
         if self.segment_cannot_take(encoded_len(payload_bytes)) {
             self.write_and_sync(stats)?;
+            self.cut_stale_end()?;
             self.segment = ActiveSegment::create(&self.wal_dir, position, stats)?;
         }
         encode_record_parts(position, parts, &mut self.buffer);
@@ -231,6 +295,22 @@ impl SegmentWriter {
     }
 
     /// Writes the buffered records and fdatasyncs them: one sync for the whole batch.
+    /// Cuts what a recycled file held after this segment's records, so that only the last
+    /// segment can ever end in bytes that are not records.
+    fn cut_stale_end(&self) -> Result<(), LogError> {
+        let path = &self.segment.path;
+        let file_bytes = self
+            .segment
+            .file
+            .metadata()
+            .context(|| format!("stat {}", path.display()))?
+            .len();
+        if file_bytes > self.segment.bytes {
+            truncate_file(path, self.segment.bytes)?;
+        }
+        Ok(())
+    }
+
     pub fn write_and_sync(&mut self, stats: &FsyncStats) -> Result<(), LogError> {
         if self.buffer.is_empty() {
             return Ok(());

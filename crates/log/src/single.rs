@@ -17,11 +17,11 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
-use crate::fsutil::{create_dir, fsync_dir, remove_file_gradually, same_dir, DirLock};
+use crate::fsutil::{create_dir, same_dir, DirLock};
 use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
-use crate::recovery::{segment_file_name, segments_to_purge, RecoveredTail};
-use crate::segment::{list_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
+use crate::recovery::RecoveredTail;
+use crate::segment::{purge_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
 use crate::snapshot::SnapshotStore;
 use crate::{CommittedBatch, OrderingLayer, Position};
 
@@ -232,19 +232,7 @@ impl SingleLog {
         let Some(oldest_retained) = self.snapshots.purge()? else {
             return Ok(());
         };
-        let first_positions = list_segments(&self.wal_dir)?;
-        let doomed = segments_to_purge(&first_positions, oldest_retained);
-        for first_position in doomed {
-            remove_file_gradually(&self.wal_dir.join(segment_file_name(*first_position)))?;
-        }
-        if !doomed.is_empty() {
-            fsync_dir(&self.wal_dir)?;
-            tracing::info!(
-                segments = doomed.len(),
-                oldest_retained,
-                "purged WAL segments"
-            );
-        }
+        purge_segments(&self.wal_dir, oldest_retained)?;
         Ok(())
     }
 

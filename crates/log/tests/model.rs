@@ -4,8 +4,8 @@
 
 mod common;
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::*;
@@ -107,9 +107,19 @@ impl Harness {
         self.log = Some((log, committed));
     }
 
-    fn closed_last_segment(&mut self) -> std::path::PathBuf {
+    /// The last segment, closed, and where its records end: a recycled file goes on with
+    /// what it held before, so its length says nothing about the log's end.
+    fn closed_last_segment(&mut self) -> (std::path::PathBuf, u64) {
         drop(self.log.take());
-        last_segment(&self.config.wal_dir)
+        let segment = last_segment(&self.config.wal_dir);
+        let name = segment.file_name().unwrap().to_str().unwrap();
+        let hex = name.trim_start_matches("segment-").trim_end_matches(".wal");
+        let first_position = u64::from_str_radix(hex, 16).unwrap() as usize;
+        let records_end = self.model[first_position - 1..]
+            .iter()
+            .map(|entry| (RECORD_HEADER_BYTES + entry.len()) as u64)
+            .sum();
+        (segment, records_end)
     }
 
     fn apply(&mut self, op: Op) {
@@ -135,24 +145,23 @@ impl Harness {
                 self.newest_snapshot = position;
             }
             Op::AppendJunk(junk) => {
-                let segment = self.closed_last_segment();
+                let (segment, records_end) = self.closed_last_segment();
                 OpenOptions::new()
-                    .append(true)
+                    .write(true)
                     .open(segment)
                     .unwrap()
-                    .write_all(&junk)
+                    .write_all_at(&junk, records_end)
                     .unwrap();
                 self.reopen(0);
             }
             Op::CutTail(bytes) => {
-                let segment = self.closed_last_segment();
-                let length = fs::metadata(&segment).unwrap().len();
-                let cut = bytes.min(length);
+                let (segment, records_end) = self.closed_last_segment();
+                let cut = bytes.min(records_end);
                 OpenOptions::new()
                     .write(true)
                     .open(&segment)
                     .unwrap()
-                    .set_len(length - cut)
+                    .set_len(records_end - cut)
                     .unwrap();
                 let lost = self.entries_touched_by_cut(cut);
                 self.reopen(lost);

@@ -2,14 +2,17 @@
 //! torn tails, a real SIGKILL in the middle of appends and truncations, and a property test
 //! against an in-memory model.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use bytes::Bytes;
+use common::{recycled_files, segment_files};
 use proptest::prelude::*;
 use tokio::sync::mpsc::Receiver;
 use zoolog_log::{
@@ -58,16 +61,6 @@ fn wait_durable(durable: &mut Receiver<Durable>, position: Position) -> Vec<Dura
             return seen;
         }
     }
-}
-
-fn segment_files(wal_dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(wal_dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "wal"))
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]
@@ -335,11 +328,52 @@ fn saved_snapshots_purge_old_segments() {
             .unwrap();
     }
     assert!(segment_files(&config.wal_dir).len() < segments_before);
+    assert_eq!(
+        recycled_files(&config.wal_dir).len(),
+        2,
+        "purged segments are kept for reuse, two at most"
+    );
     assert_eq!(log.snapshot_store().positions().unwrap(), vec![20, 40, 55]);
     drop(log);
     let (_, recovered, _) = open(&config);
     assert_eq!(recovered.snapshot.map(|(position, _)| position), Some(55));
     assert_eq!(recovered.entries, entries(56, 5, 1));
+}
+
+#[test]
+fn new_segments_reuse_purged_ones_and_recover_without_their_old_records() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.limits.segment_bytes_max = 300;
+    let (log, _, mut durable) = open(&config);
+    log.append(entries(1, 60, 1)).unwrap();
+    wait_durable(&mut durable, 60);
+    for position in [20, 40, 60] {
+        log.save_snapshot(position, format!("state@{position}").as_bytes())
+            .unwrap();
+    }
+    let recycled = recycled_files(&config.wal_dir);
+    assert_eq!(recycled.len(), 2);
+    // Shorter records than the recycled files held: each new segment overwrites only the
+    // start of a recycled file, and its stale end must never be read as entries.
+    log.append(entries(61, 24, 2)).unwrap();
+    wait_durable(&mut durable, 84);
+    assert_eq!(
+        recycled_files(&config.wal_dir),
+        Vec::<std::path::PathBuf>::new(),
+        "new segments took both recycled files"
+    );
+    drop(log);
+    let (log, recovered, mut durable) = open(&config);
+    assert_eq!(recovered.snapshot.map(|(position, _)| position), Some(60));
+    assert_eq!(recovered.entries, entries(61, 24, 2));
+    log.append(entries(85, 3, 2)).unwrap();
+    wait_durable(&mut durable, 87);
+    drop(log);
+    let (_, recovered, _) = open(&config);
+    let mut expected = entries(61, 24, 2);
+    expected.extend(entries(85, 3, 2));
+    assert_eq!(recovered.entries, expected);
 }
 
 #[test]

@@ -55,10 +55,22 @@ pub fn receive(committed: &mut Receiver<CommittedBatch>, count: usize) -> Vec<(P
 }
 
 pub fn segment_files(wal_dir: &Path) -> Vec<PathBuf> {
+    wal_files(wal_dir, "segment-")
+}
+
+/// Retired segments kept for reuse.
+pub fn recycled_files(wal_dir: &Path) -> Vec<PathBuf> {
+    wal_files(wal_dir, "recycled-")
+}
+
+fn wal_files(wal_dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(wal_dir)
         .expect("wal dir readable")
         .map(|entry| entry.expect("dir entry").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "wal"))
+        .filter(|path| {
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("");
+            name.starts_with(prefix) && name.ends_with(".wal")
+        })
         .collect();
     files.sort();
     files
