@@ -1,6 +1,7 @@
-"""The AdminServer of ensemble members: voting_view lists the voting members of the
-configuration, zabstate says who the member is and where it is in the protocol, leader names
-the leader. One ensemble of 3 participants and 1 observer, each with its own AdminServer, of
+"""The operator surface of ensemble members: the AdminServer's voting_view lists the voting
+members of the configuration, zabstate says who the member is and where it is in the protocol,
+leader names the leader, observers lists the leader's synced observers; the leader's mntr counts
+its learners and its proposals' sizes, which srvr prints too. One ensemble of 3 participants and 1 observer, each with its own AdminServer, of
 kind $ZK_KIND (zoolog, or Apache ZooKeeper: the same checks hold for both). Apache needs Jetty
 on its class path for its AdminServer; Debian's 3.8 has it in /usr/share/java:
   APACHE_ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:<jetty9-server, -servlet,
@@ -11,13 +12,14 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
-from ensemble import Ensemble, free_ports  # noqa: E402
+from ensemble import Ensemble, four_letter, free_ports  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -143,3 +145,115 @@ def test_metrics_name_each_members_role_and_the_quorum(ens):
         assert samples[("zoolog_server_role", (("role", role),))] == 1, (sid, role)
         assert samples[("zoolog_quorum_members", ())] == 3
         assert samples[("zoolog_quorum_up", ())] == 1
+
+
+# The mntr keys only a leader has (LeaderZooKeeperServer's gauges); zoolog leaves out
+# pending_syncs (its syncs are log entries like writes), so the tests do not ask for it.
+LEADER_ONLY_KEYS = {"zk_learners", "zk_synced_followers", "zk_synced_non_voting_followers",
+                    "zk_synced_observers", "zk_pending_syncs", "zk_last_proposal_size",
+                    "zk_max_proposal_size", "zk_min_proposal_size"}
+LARGE_DATA_BYTES = 4000
+
+
+def mntr(port):
+    answer = four_letter(port, "mntr")
+    return dict(line.split("\t", 1) for line in answer.splitlines() if "\t" in line)
+
+
+def eventually(probe, done, what, wait_s=30.0):
+    """probe() until done(answer) holds; the leader learns of its learners' progress from
+    their messages, after the client's write has been answered."""
+    deadline = time.monotonic() + wait_s
+    answer = probe()
+    while not done(answer):
+        assert time.monotonic() < deadline, f"{what} never held; last answer: {answer}"
+        time.sleep(0.1)
+        answer = probe()
+    return answer
+
+
+def all_learners_synced(values):
+    return values.get("zk_synced_followers") == "2" and values.get("zk_synced_observers") == "1"
+
+
+def test_the_leaders_mntr_counts_its_learners_and_proposal_sizes(ens):
+    leader = ens.wait_quorum()
+    port = ens.client_port(leader)
+    client = KazooClient(hosts=ens.hosts(leader), timeout=10)
+    client.start()
+    try:
+        client.create("/proposal-sizes", b"x" * LARGE_DATA_BYTES)
+        client.set("/proposal-sizes", b"")
+        values = eventually(lambda: mntr(port), all_learners_synced, "2 followers and 1 observer synced")
+    finally:
+        client.stop()
+        client.close()
+    assert values["zk_server_state"] == "leader"
+    assert values["zk_learners"] == "3"
+    assert values["zk_synced_non_voting_followers"] == "0"
+    last, smallest, largest = (int(values[f"zk_{k}_proposal_size"]) for k in ("last", "min", "max"))
+    # The large create is the largest proposal; the emptying set, the last, is smaller.
+    assert 0 < smallest <= last < LARGE_DATA_BYTES < largest, values
+    # The AdminServer's monitor gives the same gauges.
+    monitor = command(ens.admin_ports[leader], "monitor")
+    for key in ("learners", "synced_followers", "synced_non_voting_followers", "synced_observers"):
+        assert str(monitor[key]) == values[f"zk_{key}"], (key, monitor)
+    assert monitor["max_proposal_size"] == largest
+
+
+def test_the_leaders_srvr_prints_its_proposal_sizes(ens):
+    leader = ens.wait_quorum()
+    values = mntr(ens.client_port(leader))
+    for word in ("srvr", "stat"):
+        lines = four_letter(ens.client_port(leader), word).splitlines()
+        sizes = [line for line in lines if line.startswith("Proposal sizes last/min/max: ")]
+        assert len(sizes) == 1, lines
+        last, smallest, largest = (int(size) for size in sizes[0].split(": ")[1].split("/"))
+        assert 0 < smallest <= last and largest >= int(values["zk_max_proposal_size"]) > 0, sizes
+    for sid in ens.ids:
+        if sid != leader:
+            assert "Proposal sizes" not in four_letter(ens.client_port(sid), "srvr")
+
+
+def test_only_the_leader_has_the_learner_gauges(ens):
+    leader = ens.wait_quorum()
+    for sid in ens.ids:
+        keys = set(mntr(ens.client_port(sid)))
+        assert "zk_server_state" in keys, (sid, keys)
+        if sid == leader:
+            assert LEADER_ONLY_KEYS - {"zk_pending_syncs"} <= keys, keys
+        else:
+            assert not keys & LEADER_ONLY_KEYS, (sid, keys & LEADER_ONLY_KEYS)
+            monitor = command(ens.admin_ports[sid], "monitor")
+            assert not {f"zk_{key}" for key in monitor} & LEADER_ONLY_KEYS, (sid, monitor)
+
+
+def test_observers_lists_the_leaders_synced_observer(ens):
+    leader = ens.wait_quorum()
+    client = KazooClient(hosts=ens.hosts(leader), timeout=10)
+    client.start()
+    try:
+        written_zxid = client.create("/observed", b"") and client.exists("/observed").czxid
+    finally:
+        client.stop()
+        client.close()
+    # The observer was sent the write (and whatever came after it).
+    answer = eventually(
+        lambda: command(ens.admin_ports[leader], "obsr"),
+        lambda a: a["synced_observers"] == 1 and a["observers"][0]["last_zxid"] >= written_zxid,
+        "the observer synced and sent the write")
+    assert answer["error"] is None, answer
+    [observer] = answer["observers"]
+    assert set(observer) == {"remote_socket_address", "sid", "established", "queued_packets",
+                             "queued_packets_size", "packets_received", "packets_sent",
+                             "requests", "last_zxid"}, observer
+    assert observer["sid"] == OBSERVER
+    host, port = observer["remote_socket_address"].rsplit(":", 1)
+    assert host == "/127.0.0.1" and 0 < int(port) < 65536, observer
+    assert observer["established"] <= time.time() * 1000
+    assert observer["packets_received"] > 0 and observer["packets_sent"] > 0, observer
+    assert observer["queued_packets"] >= 0 and observer["queued_packets_size"] >= 0, observer
+    for sid in ens.ids:
+        if sid != leader:
+            assert command(ens.admin_ports[sid], "observers") == {
+                "command": "observers", "error": None, "synced_observers": 0, "observers": []}

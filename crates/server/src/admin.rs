@@ -4,14 +4,14 @@
 //! [`View`]; the commands that change counters return an [`OperatorAction`] for the core first.
 //!
 //! Not provided: `snapshot` and `restore` (they need ZooKeeper's HTTP authentication), which
-//! answer as unknown commands. `observers` always answers none: the ensemble driver does not
-//! yet tell the view which observers are synced to a leader.
+//! answer as unknown commands.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::config::ServerConfig;
 use crate::core::{OperatorAction, Role};
+use crate::ensemble::LearnerReport;
 use crate::four_letter::{self, DirSizes, View};
 use crate::json::Json;
 
@@ -143,10 +143,7 @@ fn data(
             fields.push(("secure_connections", Json::Array(Vec::new())));
             fields
         }
-        "observers" => vec![
-            ("synced_observers", Json::Int(0)),
-            ("observers", Json::Array(Vec::new())),
-        ],
+        "observers" => observers(view),
         "voting_view" => vec![("current_config", voting_view(view))],
         "watches" => vec![("session_id_to_watched_paths", watches_by_session(view))],
         "watches_by_path" => vec![("path_to_session_ids", watches_by_path(view))],
@@ -459,6 +456,47 @@ fn voting_view(view: &View<'_>) -> Json {
         ]);
         (id.to_string(), member)
     }))
+}
+
+/// ZooKeeper's `observers`: a leader's synced observers with their connections' statistics
+/// (LearnerHandler's info). Followers answer none, as ZooKeeper's do unless they are observer
+/// masters, which zoolog's are not; observers and standalone servers have none.
+fn observers(view: &View<'_>) -> Fields {
+    let observers: Vec<Json> = if view.is_leader() {
+        view.synced_learners(true).map(observer_info).collect()
+    } else {
+        Vec::new()
+    };
+    vec![
+        ("synced_observers", Json::count(observers.len())),
+        ("observers", Json::Array(observers)),
+    ]
+}
+
+fn observer_info(learner: &LearnerReport) -> Json {
+    let status = &learner.status;
+    // ZooKeeper's zxid of the last packet sent, -1 before any: zoolog's zxids are positions.
+    let last_zxid = if status.sent == 0 { -1 } else { status.sent as i64 };
+    Json::object([
+        (
+            "remote_socket_address",
+            // What ZooKeeper prints for a learner without a socket.
+            Json::str(learner.remote_address.map_or("<null>".to_owned(), four_letter::peer)),
+        ),
+        ("sid", Json::count(status.id)),
+        (
+            "established",
+            learner.established_wall_ms.map_or(Json::Null, Json::Int),
+        ),
+        ("queued_packets", Json::count(learner.queued_frames)),
+        ("queued_packets_size", Json::count(learner.queued_bytes)),
+        ("packets_received", Json::count(learner.frames_received)),
+        ("packets_sent", Json::count(learner.frames_sent)),
+        // ZooKeeper counts the requests a learner forwarded; zoolog, those it proposed (a
+        // retransmitted forward is proposed once).
+        ("requests", Json::count(status.forwards_taken)),
+        ("last_zxid", Json::Int(last_zxid)),
+    ])
 }
 
 /// ZooKeeper's `zabstate`: for an ensemble member its identity, addresses, whether it votes,

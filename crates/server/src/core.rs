@@ -510,6 +510,7 @@ impl Core {
             metrics: &self.metrics,
             trace_mask: self.trace_mask,
             role: self.role,
+            leader_report: crate::ensemble::LeaderReport::default(),
         }
     }
 

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,8 +32,8 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
 };
 use zoolog_zab::{
-    Action, Config as ZabConfig, Entry, Epochs, Input, MemberRole, Message, ServerId, ServingRole,
-    Status, Zab,
+    Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, MemberRole, Message,
+    ServerId, ServingRole, Status, Zab,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -74,6 +74,97 @@ pub struct Ensemble {
     replica: Arc<ReplicaLog>,
     entry_bytes_max: usize,
     tasks: Vec<JoinHandle<()>>,
+    board: Arc<Mutex<LeaderBoard>>,
+    traffic: Arc<PeerTraffics>,
+}
+
+/// What the protocol task publishes for the operator views, which read it synchronously.
+#[derive(Default)]
+struct LeaderBoard {
+    /// Refreshed on every tick and status change; empty unless leading.
+    learners: Vec<LearnerStatus>,
+    /// Of this leadership's proposals.
+    proposal_sizes: ProposalSizes,
+}
+
+/// ZooKeeper's BufferStats of a leader's proposals: the size in bytes of each proposed
+/// entry (a serialized command, as ZooKeeper measures its serialized transaction), -1 until
+/// there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProposalSizes {
+    pub last_bytes: i64,
+    pub min_bytes: i64,
+    pub max_bytes: i64,
+}
+
+impl Default for ProposalSizes {
+    fn default() -> ProposalSizes {
+        ProposalSizes {
+            last_bytes: -1,
+            min_bytes: -1,
+            max_bytes: -1,
+        }
+    }
+}
+
+impl ProposalSizes {
+    fn record(&mut self, bytes: i64) {
+        assert!(bytes >= 0, "a size is never negative");
+        self.last_bytes = bytes;
+        if self.min_bytes < 0 || bytes < self.min_bytes {
+            self.min_bytes = bytes;
+        }
+        self.max_bytes = self.max_bytes.max(bytes);
+    }
+}
+
+/// The traffic with one peer, counted by the tasks that carry it (ZooKeeper's per-learner
+/// connection statistics).
+#[derive(Default)]
+struct PeerTraffic {
+    frames_sent: AtomicU64,
+    frames_received: AtomicU64,
+    queued_frames: AtomicU64,
+    queued_bytes: AtomicU64,
+    /// The connection the peer last dialled to this server (the one its messages arrive
+    /// on), and when it was accepted (wall clock ms).
+    inbound: Mutex<Option<(SocketAddr, i64)>>,
+}
+
+impl PeerTraffic {
+    fn queued(&self, frame_bytes: usize) {
+        self.queued_frames.fetch_add(1, Ordering::Relaxed);
+        self.queued_bytes
+            .fetch_add(frame_bytes as u64, Ordering::Relaxed);
+    }
+
+    fn dequeued(&self, frame_bytes: usize) {
+        self.queued_frames.fetch_sub(1, Ordering::Relaxed);
+        self.queued_bytes
+            .fetch_sub(frame_bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// Every other member's traffic, by id.
+type PeerTraffics = BTreeMap<ServerId, Arc<PeerTraffic>>;
+
+/// A leader's learners and proposals, for `mntr`, `srvr` and the AdminServer's `observers`.
+#[derive(Debug, Clone, Default)]
+pub struct LeaderReport {
+    pub learners: Vec<LearnerReport>,
+    pub proposal_sizes: ProposalSizes,
+}
+
+#[derive(Debug, Clone)]
+pub struct LearnerReport {
+    pub status: LearnerStatus,
+    /// The learner's end of the connection it dialled to this server (None before one).
+    pub remote_address: Option<SocketAddr>,
+    pub established_wall_ms: Option<i64>,
+    pub frames_sent: u64,
+    pub frames_received: u64,
+    pub queued_frames: u64,
+    pub queued_bytes: u64,
 }
 
 enum Control {
@@ -143,18 +234,28 @@ impl Ensemble {
 
         let mut tasks = Vec::new();
         let mut outboxes = BTreeMap::new();
+        let mut traffic = PeerTraffics::new();
         for (id, peer) in &ensemble.members {
             if *id == me {
                 continue;
             }
             let (tx, rx) = mpsc::channel(PEER_QUEUE_MESSAGES_MAX);
-            outboxes.insert(*id, tx);
+            let peer_traffic = Arc::new(PeerTraffic::default());
+            outboxes.insert(*id, (tx, peer_traffic.clone()));
+            traffic.insert(*id, peer_traffic.clone());
             let host = peer.host.clone();
             let port = peer.quorum_port;
-            tasks.push(tokio::spawn(dial_loop(me, *id, host, port, rx)));
+            tasks.push(tokio::spawn(dial_loop(me, *id, host, port, rx, peer_traffic)));
         }
+        let traffic = Arc::new(traffic);
         let members: Vec<ServerId> = ensemble.members.keys().copied().collect();
-        tasks.push(tokio::spawn(accept_loop(listener, members, inbox_tx)));
+        tasks.push(tokio::spawn(accept_loop(
+            listener,
+            members,
+            traffic.clone(),
+            inbox_tx,
+        )));
+        let board = Arc::new(Mutex::new(LeaderBoard::default()));
 
         let driver = Driver {
             zab,
@@ -164,6 +265,7 @@ impl Ensemble {
             control: control_tx.clone(),
             committed: committed.clone(),
             clock: Instant::now(),
+            board: board.clone(),
         };
         tasks.push(tokio::spawn(driver.run(
             first_actions,
@@ -179,6 +281,8 @@ impl Ensemble {
             replica,
             entry_bytes_max,
             tasks,
+            board,
+            traffic,
         });
         Ok(Started {
             ensemble,
@@ -222,6 +326,38 @@ impl Ensemble {
 
     pub fn purge(&self) -> Result<(), LogError> {
         self.replica.purge()
+    }
+
+    /// What this server knows as a leader: its learners (none unless leading) and the sizes
+    /// of its proposals.
+    pub fn leader_report(&self) -> LeaderReport {
+        let board = self.board.lock().expect("the board's holders never panic");
+        let learners = board
+            .learners
+            .iter()
+            .map(|status| self.learner_report(*status))
+            .collect();
+        LeaderReport {
+            learners,
+            proposal_sizes: board.proposal_sizes,
+        }
+    }
+
+    fn learner_report(&self, status: LearnerStatus) -> LearnerReport {
+        let traffic = &self.traffic[&status.id];
+        let inbound = *traffic
+            .inbound
+            .lock()
+            .expect("the inbound address's holders never panic");
+        LearnerReport {
+            status,
+            remote_address: inbound.map(|(address, _)| address),
+            established_wall_ms: inbound.map(|(_, accepted_wall_ms)| accepted_wall_ms),
+            frames_sent: traffic.frames_sent.load(Ordering::Relaxed),
+            frames_received: traffic.frames_received.load(Ordering::Relaxed),
+            queued_frames: traffic.queued_frames.load(Ordering::Relaxed),
+            queued_bytes: traffic.queued_bytes.load(Ordering::Relaxed),
+        }
     }
 
     pub fn close(&self) -> Result<(), LogError> {
@@ -346,11 +482,12 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
 struct Driver {
     zab: Zab,
     replica: Arc<ReplicaLog>,
-    outboxes: BTreeMap<ServerId, mpsc::Sender<Bytes>>,
+    outboxes: BTreeMap<ServerId, (mpsc::Sender<Bytes>, Arc<PeerTraffic>)>,
     deliveries: mpsc::Sender<Delivery>,
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
     clock: Instant,
+    board: Arc<Mutex<LeaderBoard>>,
 }
 
 impl Driver {
@@ -408,13 +545,38 @@ impl Driver {
                 },
                 _ = tick.tick() => Input::Tick,
             };
+            let ticked = matches!(input, Input::Tick);
             let now_ms = self.clock.elapsed().as_millis() as u64;
             let actions = self.zab.handle(input, now_ms);
             if let Err(error) = self.carry_out(actions).await {
                 tracing::error!(%error, "the replica log failed; this server stops ordering");
                 return;
             }
+            if ticked {
+                self.publish_learners();
+            }
         }
+    }
+
+    fn board(&self) -> std::sync::MutexGuard<'_, LeaderBoard> {
+        self.board.lock().expect("the board's holders never panic")
+    }
+
+    /// Copies the learners into the board, reusing its vector: no allocation per tick.
+    fn publish_learners(&self) {
+        let mut board = self.board();
+        board.learners.clear();
+        board.learners.extend(self.zab.learners());
+    }
+
+    fn is_leading(&self) -> bool {
+        matches!(
+            self.zab.status(),
+            Status::Serving {
+                role: ServingRole::Leader,
+                ..
+            }
+        )
     }
 
     async fn carry_out(&mut self, actions: Vec<Action>) -> Result<(), LogError> {
@@ -431,7 +593,13 @@ impl Driver {
                 Action::Truncate { after } => {
                     run_blocking(|| self.replica.truncate_after(after))?;
                 }
-                Action::Append { entries } => self.append(entries)?,
+                Action::Append { entries } => {
+                    if self.is_leading() {
+                        // A leader appends only what it proposes.
+                        self.record_proposal_sizes(&entries);
+                    }
+                    self.append(entries)?
+                }
                 Action::InstallSnapshot {
                     position,
                     epoch,
@@ -456,6 +624,11 @@ impl Driver {
                 }
                 Action::StatusChanged(status) => {
                     tracing::info!(?status, "ensemble status");
+                    if self.is_leading() {
+                        // A new leadership: ZooKeeper's new Leader starts its statistics over.
+                        self.board().proposal_sizes = ProposalSizes::default();
+                    }
+                    self.publish_learners();
                     self.deliver(Delivery::Role(Role::from(status))).await;
                 }
             }
@@ -484,19 +657,31 @@ impl Driver {
         }
     }
 
+    fn record_proposal_sizes(&self, entries: &[Entry]) {
+        let mut board = self.board();
+        for entry in entries {
+            board.proposal_sizes.record(entry.payload.len() as i64);
+        }
+    }
+
     async fn deliver(&self, delivery: Delivery) {
         // The front end stops only when the server does.
         let _ = self.deliveries.send(delivery).await;
     }
 
     fn send(&self, to: ServerId, message: &Message) {
-        let Some(outbox) = self.outboxes.get(&to) else {
+        let Some((outbox, traffic)) = self.outboxes.get(&to) else {
             return;
         };
         let mut frame = Vec::with_capacity(64 + message.payload_bytes());
         message.encode(&mut frame);
+        let frame_bytes = frame.len();
+        // Counted in before the writer can take it out, so the counts never go below zero.
+        traffic.queued(frame_bytes);
         // A full queue drops the message; the protocol retransmits what matters.
-        let _ = outbox.try_send(Bytes::from(frame));
+        if outbox.try_send(Bytes::from(frame)).is_err() {
+            traffic.dequeued(frame_bytes);
+        }
     }
 
     fn load_snapshot(&self, peer: ServerId) {
@@ -567,6 +752,7 @@ async fn dial_loop(
     host: String,
     port: u16,
     mut outbox: mpsc::Receiver<Bytes>,
+    traffic: Arc<PeerTraffic>,
 ) {
     let mut backoff_ms = 10;
     loop {
@@ -579,7 +765,9 @@ async fn dial_loop(
             Ok(Ok(stream)) => stream,
             _ => {
                 // Unreachable: what was queued meanwhile is stale; the protocol resends.
-                while outbox.try_recv().is_ok() {}
+                while let Ok(frame) = outbox.try_recv() {
+                    traffic.dequeued(frame.len());
+                }
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 backoff_ms = (backoff_ms * 2).min(500);
                 continue;
@@ -599,13 +787,13 @@ async fn dial_loop(
             let Some(frame) = outbox.recv().await else {
                 return;
             };
-            if write_frame(&mut writer, &frame).await.is_err() {
+            if write_frame(&mut writer, &frame, &traffic).await.is_err() {
                 break;
             }
             // Write what else is queued before flushing: one syscall for a burst.
             let mut failed = false;
             while let Ok(frame) = outbox.try_recv() {
-                if write_frame(&mut writer, &frame).await.is_err() {
+                if write_frame(&mut writer, &frame, &traffic).await.is_err() {
                     failed = true;
                     break;
                 }
@@ -628,16 +816,26 @@ fn run_blocking<T>(operation: impl FnOnce() -> T) -> T {
     }
 }
 
-async fn write_frame(writer: &mut BufWriter<TcpStream>, frame: &[u8]) -> std::io::Result<()> {
+/// Writes one frame taken from the peer's queue (and counts it out of the queue whether or
+/// not the write succeeds).
+async fn write_frame(
+    writer: &mut BufWriter<TcpStream>,
+    frame: &[u8],
+    traffic: &PeerTraffic,
+) -> std::io::Result<()> {
+    traffic.dequeued(frame.len());
     writer
         .write_all(&(frame.len() as u32).to_be_bytes())
         .await?;
-    writer.write_all(frame).await
+    writer.write_all(frame).await?;
+    traffic.frames_sent.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 async fn accept_loop(
     listener: TcpListener,
     members: Vec<ServerId>,
+    traffic: Arc<PeerTraffics>,
     inbox: mpsc::Sender<PeerEvent>,
 ) {
     loop {
@@ -647,9 +845,10 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let members = members.clone();
+        let traffic = traffic.clone();
         let inbox = inbox.clone();
         tokio::spawn(async move {
-            if let Err(error) = read_peer(stream, &members, &inbox).await {
+            if let Err(error) = read_peer(stream, address, &members, &traffic, &inbox).await {
                 tracing::debug!(%address, %error, "peer connection ended");
             }
         });
@@ -658,7 +857,9 @@ async fn accept_loop(
 
 async fn read_peer(
     mut stream: TcpStream,
+    address: SocketAddr,
     members: &[ServerId],
+    traffic: &PeerTraffics,
     inbox: &mpsc::Sender<PeerEvent>,
 ) -> std::io::Result<()> {
     let mut hello = [0u8; 13];
@@ -674,7 +875,15 @@ async fn read_peer(
             "server {from} is not a member of this ensemble"
         )));
     }
-    let result = read_frames(&mut stream, from, inbox).await;
+    // Only this server itself is a member without traffic of its own.
+    let Some(traffic) = traffic.get(&from) else {
+        return Err(std::io::Error::other("a connection from this server itself"));
+    };
+    *traffic
+        .inbound
+        .lock()
+        .expect("the inbound address's holders never panic") = Some((address, wall_clock_ms()));
+    let result = read_frames(&mut stream, from, traffic, inbox).await;
     let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
     result
 }
@@ -682,6 +891,7 @@ async fn read_peer(
 async fn read_frames(
     stream: &mut TcpStream,
     from: ServerId,
+    traffic: &PeerTraffic,
     inbox: &mpsc::Sender<PeerEvent>,
 ) -> std::io::Result<()> {
     let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, stream);
@@ -698,6 +908,7 @@ async fn read_frames(
         reader.read_exact(&mut frame).await?;
         let message = Message::decode(Bytes::from(frame))
             .map_err(|error| std::io::Error::other(format!("peer {from}: {error}")))?;
+        traffic.frames_received.fetch_add(1, Ordering::Relaxed);
         if inbox
             .send(PeerEvent::Message { from, message })
             .await
@@ -706,4 +917,10 @@ async fn read_frames(
             return Ok(());
         }
     }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
 }

@@ -9,6 +9,7 @@ use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
 use crate::config::ServerConfig;
 use crate::core::{Now, OperatorAction, Role};
+use crate::ensemble::{LearnerReport, LeaderReport};
 
 /// What ZooKeeper answers `srvr` and `stat` with while it is not serving.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
@@ -47,6 +48,9 @@ pub struct View<'a> {
     /// it, its tracing levels come from RUST_LOG.
     pub trace_mask: i64,
     pub role: Role,
+    /// The ensemble's picture of this server as a leader (empty when it does not lead, or
+    /// runs standalone); the core does not know it, its caller fills it in.
+    pub leader_report: LeaderReport,
 }
 
 impl View<'_> {
@@ -58,6 +62,19 @@ impl View<'_> {
     /// A member cut off from its quorum serving read-only sessions.
     pub fn is_read_only(&self) -> bool {
         !self.role.is_serving()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { .. })
+    }
+
+    /// The learners that acknowledged this leader's history and receive its proposals, as
+    /// observers or not (ZooKeeper's observingLearners, forwardingFollowers).
+    pub fn synced_learners(&self, observers: bool) -> impl Iterator<Item = &LearnerReport> {
+        self.leader_report
+            .learners
+            .iter()
+            .filter(move |learner| learner.status.synced && learner.status.observer == observers)
     }
 }
 
@@ -137,10 +154,13 @@ fn summary(view: &View<'_>, out: &mut String) {
     let _ = writeln!(out, "Zxid: {:#x}", view.tree.last_applied_zxid());
     let _ = writeln!(out, "Mode: {}", view.mode_name());
     let _ = writeln!(out, "Node count: {}", view.tree.node_count());
-    if matches!(view.role, Role::Leader { .. }) {
-        // ZooKeeper's leader adds its proposal sizes; zoolog does not measure them (yet), and
-        // -1 is what ZooKeeper itself prints before it has any.
-        let _ = writeln!(out, "Proposal sizes last/min/max: -1/-1/-1");
+    if view.is_leader() {
+        let sizes = view.leader_report.proposal_sizes;
+        let _ = writeln!(
+            out,
+            "Proposal sizes last/min/max: {}/{}/{}",
+            sizes.last_bytes, sizes.min_bytes, sizes.max_bytes
+        );
     }
 }
 
@@ -304,6 +324,14 @@ fn mntr(view: &View<'_>) -> String {
 
 /// The `mntr` values without the `zk_` prefix, as the AdminServer's `monitor` names them.
 pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
+    let mut values = server_values(view);
+    if view.is_leader() {
+        values.extend(leader_values(view));
+    }
+    values
+}
+
+fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
     let latency = &view.stats.latency;
     vec![
         ("version", Json::str(full_version())),
@@ -333,6 +361,32 @@ pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("global_sessions", Json::count(view.sessions.len())),
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
+    ]
+}
+
+/// ZooKeeper's leader-only gauges (LeaderZooKeeperServer's), which other servers leave out.
+/// Not among them: `pending_syncs`, ZooKeeper's count of learners' syncs waiting for the
+/// proposals ahead of them to commit. zoolog orders a sync as an entry of the log like any
+/// write, and the leader does not read entries, so no sync is ever pending apart from them.
+fn leader_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
+    let sizes = view.leader_report.proposal_sizes;
+    // A learner follows as a participant only when it is one (the leader treats any other as
+    // an observer), so this stays 0 until zoolog has dynamic reconfiguration.
+    let synced_non_voting_followers = view
+        .synced_learners(false)
+        .filter(|learner| !learner.status.voting)
+        .count();
+    vec![
+        ("learners", Json::count(view.leader_report.learners.len())),
+        ("synced_followers", Json::count(view.synced_learners(false).count())),
+        (
+            "synced_non_voting_followers",
+            Json::count(synced_non_voting_followers),
+        ),
+        ("synced_observers", Json::count(view.synced_learners(true).count())),
+        ("last_proposal_size", Json::Int(sizes.last_bytes)),
+        ("max_proposal_size", Json::Int(sizes.max_bytes)),
+        ("min_proposal_size", Json::Int(sizes.min_bytes)),
     ]
 }
 

@@ -21,7 +21,7 @@ use zoolog_tree::{ConnectionId, DataTree};
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::core::{Core, Input, Now, Output};
-use crate::ensemble::{Delivery, Ensemble, EnsembleError, Started};
+use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, Started};
 use crate::four_letter::{self, DirSizes};
 use crate::http;
 use crate::metrics::{self, SnapshotRecord};
@@ -209,6 +209,13 @@ impl OrderingLog {
         match self {
             OrderingLog::Single(log) => log.save_snapshot(position, bytes),
             OrderingLog::Ensemble(ensemble) => ensemble.save_snapshot(position, bytes),
+        }
+    }
+
+    fn leader_report(&self) -> LeaderReport {
+        match self {
+            OrderingLog::Single(_) => LeaderReport::default(),
+            OrderingLog::Ensemble(ensemble) => ensemble.leader_report(),
         }
     }
 
@@ -580,7 +587,7 @@ impl CoreTask {
     fn operator_query(&mut self, query: OperatorQuery) -> http::Response {
         match query {
             OperatorQuery::Metrics => {
-                let text = metrics::render(&self.core.view(), &self.ordering.stats());
+                let text = metrics::render(&self.view(), &self.ordering.stats());
                 http::Response::ok(PROMETHEUS_CONTENT_TYPE, text)
             }
             OperatorQuery::Command { name, args } => {
@@ -590,12 +597,19 @@ impl CoreTask {
                         if let Some(action) = admin::action(primary, &args) {
                             self.core.operate(action);
                         }
-                        admin::run(primary, &args, &self.core.view(), &self.dir_sizes())
+                        admin::run(primary, &args, &self.view(), &self.dir_sizes())
                     }
                 };
                 http::Response::ok("application/json", answer.to_json_string())
             }
         }
+    }
+
+    /// The core's view with what only the ordering layer knows.
+    fn view(&self) -> four_letter::View<'_> {
+        let mut view = self.core.view();
+        view.leader_report = self.ordering.leader_report();
+        view
     }
 
     fn dir_sizes(&self) -> DirSizes {
@@ -676,7 +690,7 @@ impl CoreTask {
             if let Some(action) = four_letter::action(word, argument) {
                 self.core.operate(action);
             }
-            four_letter::answer(word, &self.core.view(), &self.dir_sizes())
+            four_letter::answer(word, &self.view(), &self.dir_sizes())
         } else {
             format!("{word} is not executed because it is not in the whitelist.\n")
         };

@@ -290,6 +290,25 @@ pub enum Action {
     StatusChanged(Status),
 }
 
+/// One learner as its leader sees it ([`Zab::learners`]), for operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnerStatus {
+    pub id: ServerId,
+    /// Treated as an observer: it said so, or it is not a participant of the configuration.
+    pub observer: bool,
+    /// A participant of the configuration.
+    pub voting: bool,
+    /// It acknowledged `NewLeader`: its log is a prefix of the leader's and it receives
+    /// proposals.
+    pub synced: bool,
+    /// The last position sent to it.
+    pub sent: Position,
+    /// The last position it reported durable (meaningful once synced).
+    pub acked: Position,
+    /// How many commands it forwarded that the leader has proposed.
+    pub forwards_taken: u64,
+}
+
 /// Where this server stands, for the front end (read-only mode, `srvr`, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

@@ -9,7 +9,8 @@ use crate::history::History;
 use crate::message::{Attempt, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
 use crate::{
-    Action, Config, Entry, Epoch, Epochs, Input, Position, Recovered, ServerId, ServingRole, Status,
+    Action, Config, Entry, Epoch, Epochs, Input, LearnerStatus, Position, Recovered, ServerId,
+    ServingRole, Status,
 };
 
 /// Entries a saved snapshot lets go that one input drops: a few tens of microseconds, so a
@@ -277,6 +278,24 @@ impl Zab {
     /// stores it with a snapshot taken at `position`).
     pub fn epoch_at(&self, position: Position) -> Option<Epoch> {
         self.history.epoch_at(position)
+    }
+
+    /// The learners this server leads, by id (none unless it is leading): the ones that
+    /// introduced themselves and have not gone silent, synced or not.
+    pub fn learners(&self) -> impl Iterator<Item = LearnerStatus> + '_ {
+        let peers = match &self.phase {
+            Phase::Leading(leader) => Some(&leader.peers),
+            _ => None,
+        };
+        peers.into_iter().flatten().map(|(id, peer)| LearnerStatus {
+            id: *id,
+            observer: peer.observer,
+            voting: self.config.is_participant(*id),
+            synced: peer.synced,
+            sent: peer.sent,
+            acked: peer.acked,
+            forwards_taken: peer.forwards_taken,
+        })
     }
 
     // ----- phases ---------------------------------------------------------------------
