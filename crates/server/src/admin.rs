@@ -476,12 +476,20 @@ fn observers(view: &View<'_>) -> Fields {
 fn observer_info(learner: &LearnerReport) -> Json {
     let status = &learner.status;
     // ZooKeeper's zxid of the last packet sent, -1 before any: zoolog's zxids are positions.
-    let last_zxid = if status.sent == 0 { -1 } else { status.sent as i64 };
+    let last_zxid = if status.sent == 0 {
+        -1
+    } else {
+        status.sent as i64
+    };
     Json::object([
         (
             "remote_socket_address",
             // What ZooKeeper prints for a learner without a socket.
-            Json::str(learner.remote_address.map_or("<null>".to_owned(), four_letter::peer)),
+            Json::str(
+                learner
+                    .remote_address
+                    .map_or("<null>".to_owned(), four_letter::peer),
+            ),
         ),
         ("sid", Json::count(status.id)),
         (

@@ -245,7 +245,14 @@ impl Ensemble {
             traffic.insert(*id, peer_traffic.clone());
             let host = peer.host.clone();
             let port = peer.quorum_port;
-            tasks.push(tokio::spawn(dial_loop(me, *id, host, port, rx, peer_traffic)));
+            tasks.push(tokio::spawn(dial_loop(
+                me,
+                *id,
+                host,
+                port,
+                rx,
+                peer_traffic,
+            )));
         }
         let traffic = Arc::new(traffic);
         let members: Vec<ServerId> = ensemble.members.keys().copied().collect();
@@ -877,7 +884,9 @@ async fn read_peer(
     }
     // Only this server itself is a member without traffic of its own.
     let Some(traffic) = traffic.get(&from) else {
-        return Err(std::io::Error::other("a connection from this server itself"));
+        return Err(std::io::Error::other(
+            "a connection from this server itself",
+        ));
     };
     *traffic
         .inbound

@@ -9,7 +9,7 @@ use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
 use crate::config::ServerConfig;
 use crate::core::{Now, OperatorAction, Role};
-use crate::ensemble::{LearnerReport, LeaderReport};
+use crate::ensemble::{LeaderReport, LearnerReport};
 
 /// What ZooKeeper answers `srvr` and `stat` with while it is not serving.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
@@ -378,12 +378,18 @@ fn leader_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         .count();
     vec![
         ("learners", Json::count(view.leader_report.learners.len())),
-        ("synced_followers", Json::count(view.synced_learners(false).count())),
+        (
+            "synced_followers",
+            Json::count(view.synced_learners(false).count()),
+        ),
         (
             "synced_non_voting_followers",
             Json::count(synced_non_voting_followers),
         ),
-        ("synced_observers", Json::count(view.synced_learners(true).count())),
+        (
+            "synced_observers",
+            Json::count(view.synced_learners(true).count()),
+        ),
         ("last_proposal_size", Json::Int(sizes.last_bytes)),
         ("max_proposal_size", Json::Int(sizes.max_bytes)),
         ("min_proposal_size", Json::Int(sizes.min_bytes)),
