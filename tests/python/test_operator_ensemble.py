@@ -252,7 +252,10 @@ def test_observers_lists_the_leaders_synced_observer(ens):
     assert host == "/127.0.0.1" and 0 < int(port) < 65536, observer
     assert observer["established"] <= time.time() * 1000
     assert observer["packets_received"] > 0 and observer["packets_sent"] > 0, observer
-    assert observer["queued_packets"] >= 0 and observer["queued_packets_size"] >= 0, observer
+    assert observer["queued_packets"] >= 0, observer
+    # Apache's can be below zero: its NEWLEADER and UPTODATE packets are queued without being
+    # counted in, and counted out when sent.
+    assert isinstance(observer["queued_packets_size"], int), observer
     for sid in ens.ids:
         if sid != leader:
             assert command(ens.admin_ports[sid], "observers") == {
