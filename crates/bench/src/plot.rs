@@ -55,12 +55,7 @@ fn axes(workload: Workload) -> Option<Axes> {
             100.0,
             false,
         ),
-        Workload::Creates => (
-            "Synchronous creates",
-            "synchronous workers",
-            1.0,
-            false,
-        ),
+        Workload::Creates => ("Synchronous creates", "synchronous workers", 1.0, false),
         Workload::Barrier => ("Double barriers", "clients per barrier", 1.0, false),
         Workload::Recipes => ("Recipe operations", "recipe", 1.0, true),
         Workload::LeaderKill => return None,
@@ -176,7 +171,10 @@ fn font_registered() -> bool {
 }
 
 impl Figure<'_> {
-    fn draw<Backend: DrawingBackend>(&self, root: &DrawingArea<Backend, Shift>) -> Result<(), String> {
+    fn draw<Backend: DrawingBackend>(
+        &self,
+        root: &DrawingArea<Backend, Shift>,
+    ) -> Result<(), String> {
         root.fill(&WHITE).map_err(|error| error.to_string())?;
         let (left, right) = root.split_horizontally(IMAGE_SIZE.0 / 2);
         self.draw_panel(&left, self.axes.title, &self.rate_label, &self.rate)?;

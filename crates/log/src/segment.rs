@@ -74,9 +74,8 @@ pub(crate) fn purge_segments(wal_dir: &Path, oldest_retained: Position) -> Resul
         let path = wal_dir.join(segment_file_name(first_position));
         if recycled < RECYCLED_SEGMENTS_MAX {
             let target = wal_dir.join(recycled_file_name(first_position));
-            fs::rename(&path, &target).context(|| {
-                format!("rename {} to {}", path.display(), target.display())
-            })?;
+            fs::rename(&path, &target)
+                .context(|| format!("rename {} to {}", path.display(), target.display()))?;
             recycled += 1;
         } else {
             remove_file_gradually(&path)?;
@@ -224,15 +223,11 @@ impl ActiveSegment {
         let path = wal_dir.join(segment_file_name(first_position));
         let file = match recycled_files(wal_dir)?.first() {
             Some(recycled) => {
-                fs::rename(recycled, &path).context(|| {
-                    format!("rename {} to {}", recycled.display(), path.display())
-                })?;
+                fs::rename(recycled, &path)
+                    .context(|| format!("rename {} to {}", recycled.display(), path.display()))?;
                 OpenOptions::new().write(true).open(&path)
             }
-            None => OpenOptions::new()
-                .append(true)
-                .create_new(true)
-                .open(&path),
+            None => OpenOptions::new().append(true).create_new(true).open(&path),
         }
         .context(|| format!("create segment {}", path.display()))?;
         stats.timed_fsync(|| fsync_dir(wal_dir))?;

@@ -400,7 +400,10 @@ fn address_text(host: &str, port: u16) -> String {
 }
 
 fn client_address_text(config: &ServerConfig) -> String {
-    address_text(&config.client_addr.ip().to_string(), config.client_addr.port())
+    address_text(
+        &config.client_addr.ip().to_string(),
+        config.client_addr.port(),
+    )
 }
 
 /// One address as ZooKeeper's `zabstate` shows it: Jackson's rendering of its
@@ -531,12 +534,18 @@ fn zab_state(view: &View<'_>) -> Fields {
             "is_leader",
             Json::Bool(matches!(view.role, Role::Leader { .. })),
         ),
-        ("quorum_address", multiple_addresses(&me.host, me.quorum_port)),
+        (
+            "quorum_address",
+            multiple_addresses(&me.host, me.quorum_port),
+        ),
         (
             "election_address",
             multiple_addresses(&me.host, me.election_port),
         ),
-        ("client_address", Json::str(client_address_text(view.config))),
+        (
+            "client_address",
+            Json::str(client_address_text(view.config)),
+        ),
         ("voting", Json::Bool(!me.observer)),
         ("last_zxid", Json::str(format!("{last_zxid:#x}"))),
         ("zab_epoch", Json::Int(last_zxid >> 32)),

@@ -615,9 +615,7 @@ impl Driver {
                     let mut stored = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + payload.len());
                     stored.extend_from_slice(&epoch.to_be_bytes());
                     stored.extend_from_slice(&payload);
-                    run_blocking(|| {
-                        self.replica.install_snapshot(position, &stored)
-                    })?;
+                    run_blocking(|| self.replica.install_snapshot(position, &stored))?;
                     self.committed.store(position, Ordering::Release);
                     self.deliver(Delivery::InstallSnapshot { position, payload })
                         .await;

@@ -77,7 +77,12 @@ impl Shell {
             }
         };
         let client = self.client()?;
-        if client.exists(path).await.map_err(Failure::on(path))?.is_none() {
+        if client
+            .exists(path)
+            .await
+            .map_err(Failure::on(path))?
+            .is_none()
+        {
             return Err(Failure::Message(format!("{path} does not exist.")));
         }
         refuse_nested_quota(&client, path).await?;
@@ -163,9 +168,8 @@ fn chosen_kind(
     invocation: &Invocation,
     required: bool,
 ) -> Result<Option<&'static QuotaKind>, Failure> {
-    let given = |kind: &&QuotaKind| {
-        invocation.flag(kind.letter) || invocation.value(kind.letter).is_some()
-    };
+    let given =
+        |kind: &&QuotaKind| invocation.flag(kind.letter) || invocation.value(kind.letter).is_some();
     let mut chosen = QUOTA_KINDS.iter().filter(given);
     let first = chosen.next();
     if let (Some(first), Some(second)) = (first, chosen.next()) {
@@ -307,15 +311,24 @@ async fn remove_quota_nodes(client: &Client, path: &str) -> CommandResult {
     let own = format!("{QUOTA_ROOT}{path}");
     for child in client.get_children(&own).await.map_err(Failure::on(&own))? {
         let node = child_path(&own, &child);
-        client.delete(&node, None).await.map_err(Failure::on(&node))?;
+        client
+            .delete(&node, None)
+            .await
+            .map_err(Failure::on(&node))?;
     }
     let mut node = own;
     while node != QUOTA_ROOT {
-        let children = client.get_children(&node).await.map_err(Failure::on(&node))?;
+        let children = client
+            .get_children(&node)
+            .await
+            .map_err(Failure::on(&node))?;
         if !children.is_empty() {
             break;
         }
-        client.delete(&node, None).await.map_err(Failure::on(&node))?;
+        client
+            .delete(&node, None)
+            .await
+            .map_err(Failure::on(&node))?;
         let parent_end = node.rfind('/').expect("a quota node has a parent");
         node.truncate(parent_end);
     }

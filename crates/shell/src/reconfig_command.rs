@@ -65,9 +65,9 @@ fn parse_change(invocation: &Invocation) -> Result<Change, Failure> {
             "-file" => &mut change.file,
             other => return Err(Failure::Message(format!("Unrecognized option: {other}"))),
         };
-        let value = words
-            .next()
-            .ok_or_else(|| Failure::Message(format!("Missing argument for option: {}", &word[1..])))?;
+        let value = words.next().ok_or_else(|| {
+            Failure::Message(format!("Missing argument for option: {}", &word[1..]))
+        })?;
         // zkCli lowercases the server lists (not the file name).
         *slot = Some(match word.as_str() {
             "-file" => value.clone(),
@@ -148,11 +148,16 @@ mod tests {
 
     #[test]
     fn incremental_and_whole_changes_parse_like_zkclis() {
-        let parsed = change("-add SERVER.5=h:1:2;3 -remove 3,4 -v 1a").ok().unwrap();
+        let parsed = change("-add SERVER.5=h:1:2;3 -remove 3,4 -v 1a")
+            .ok()
+            .unwrap();
         assert_eq!(parsed.joining.as_deref(), Some("server.5=h:1:2;3"));
         assert_eq!(parsed.leaving.as_deref(), Some("3,4"));
         assert_eq!(parsed.from_config, 0x1a);
-        assert_eq!(change("-members server.1=a:1:2").ok().unwrap().from_config, -1);
+        assert_eq!(
+            change("-members server.1=a:1:2").ok().unwrap().from_config,
+            -1
+        );
     }
 
     #[test]

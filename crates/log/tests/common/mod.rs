@@ -68,7 +68,10 @@ fn wal_files(wal_dir: &Path, prefix: &str) -> Vec<PathBuf> {
         .expect("wal dir readable")
         .map(|entry| entry.expect("dir entry").path())
         .filter(|path| {
-            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("");
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
             name.starts_with(prefix) && name.ends_with(".wal")
         })
         .collect();
