@@ -54,6 +54,21 @@ pub(crate) fn remove_file_gradually(path: &Path) -> Result<(), LogError> {
     remove_file(path)
 }
 
+/// Creates the WAL and snapshot directories and locks both (once when they are the same), so
+/// no other log in this or another process writes their files while the locks live.
+pub(crate) fn create_and_lock_dirs(
+    wal_dir: &Path,
+    snapshot_dir: &Path,
+) -> Result<Vec<DirLock>, LogError> {
+    create_dir(wal_dir)?;
+    create_dir(snapshot_dir)?;
+    let mut locks = vec![DirLock::acquire(wal_dir)?];
+    if !same_dir(wal_dir, snapshot_dir)? {
+        locks.push(DirLock::acquire(snapshot_dir)?);
+    }
+    Ok(locks)
+}
+
 /// An exclusive advisory lock on a directory, held for as long as this value lives, so two
 /// logs (in one process or two) never write the same files.
 #[derive(Debug)]

@@ -39,7 +39,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
-use crate::fsutil::{create_dir, fsync_dir, remove_file, same_dir, DirLock};
+use crate::fsutil::{create_and_lock_dirs, fsync_dir, remove_file, DirLock};
 use crate::limits::WalLimits;
 use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::segment_file_name;
@@ -219,12 +219,7 @@ impl ReplicaLog {
         config: ReplicaLogConfig,
     ) -> Result<(ReplicaLog, ReplicaRecovered, mpsc::Receiver<Durable>), LogError> {
         config.validate()?;
-        create_dir(&config.wal_dir)?;
-        create_dir(&config.snapshot_dir)?;
-        let mut dir_locks = vec![DirLock::acquire(&config.wal_dir)?];
-        if !same_dir(&config.wal_dir, &config.snapshot_dir)? {
-            dir_locks.push(DirLock::acquire(&config.snapshot_dir)?);
-        }
+        let dir_locks = create_and_lock_dirs(&config.wal_dir, &config.snapshot_dir)?;
         let epochs = read_epochs(&config.wal_dir)?;
         let snapshots =
             SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;

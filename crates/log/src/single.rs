@@ -17,7 +17,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
-use crate::fsutil::{create_dir, same_dir, DirLock};
+use crate::fsutil::{create_and_lock_dirs, DirLock};
 use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::RecoveredTail;
@@ -133,12 +133,7 @@ impl SingleLog {
         config: SingleLogConfig,
     ) -> Result<(SingleLog, Recovered, mpsc::Receiver<CommittedBatch>), LogError> {
         config.validate()?;
-        create_dir(&config.wal_dir)?;
-        create_dir(&config.snapshot_dir)?;
-        let mut dir_locks = vec![DirLock::acquire(&config.wal_dir)?];
-        if !same_dir(&config.wal_dir, &config.snapshot_dir)? {
-            dir_locks.push(DirLock::acquire(&config.snapshot_dir)?);
-        }
+        let dir_locks = create_and_lock_dirs(&config.wal_dir, &config.snapshot_dir)?;
         let snapshots =
             SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
         let snapshot = snapshots.load_newest_valid()?;

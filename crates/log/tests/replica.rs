@@ -312,21 +312,33 @@ fn an_install_interrupted_after_its_snapshot_recovers_to_the_snapshot() {
     assert_eq!(recovered.entries, entries(51, 2, 2));
 }
 
-#[test]
-fn saved_snapshots_purge_old_segments() {
-    let root = tempfile::tempdir().unwrap();
-    let mut config = config(root.path());
+/// A log of 60 entries in 300-byte segments, durable.
+fn sixty_entries_in_small_segments(
+    root: &Path,
+) -> (ReplicaLogConfig, ReplicaLog, Receiver<Durable>) {
+    let mut config = config(root);
     config.limits.segment_bytes_max = 300;
     let (log, _, mut durable) = open(&config);
     log.append(entries(1, 60, 1)).unwrap();
     wait_durable(&mut durable, 60);
+    (config, log, durable)
+}
+
+fn save_snapshots(log: &ReplicaLog, positions: &[Position]) {
+    for position in positions {
+        log.save_snapshot(*position, format!("state@{position}").as_bytes())
+            .unwrap();
+    }
+}
+
+#[test]
+fn saved_snapshots_purge_old_segments() {
+    let root = tempfile::tempdir().unwrap();
+    let (config, log, _durable) = sixty_entries_in_small_segments(root.path());
     let error = log.save_snapshot(61, b"beyond").unwrap_err();
     assert!(matches!(error, LogError::InvalidRequest(_)), "{error}");
     let segments_before = segment_files(&config.wal_dir).len();
-    for position in [20, 40, 55] {
-        log.save_snapshot(position, format!("state@{position}").as_bytes())
-            .unwrap();
-    }
+    save_snapshots(&log, &[20, 40, 55]);
     assert!(segment_files(&config.wal_dir).len() < segments_before);
     assert_eq!(
         recycled_files(&config.wal_dir).len(),
@@ -343,15 +355,8 @@ fn saved_snapshots_purge_old_segments() {
 #[test]
 fn new_segments_reuse_purged_ones_and_recover_without_their_old_records() {
     let root = tempfile::tempdir().unwrap();
-    let mut config = config(root.path());
-    config.limits.segment_bytes_max = 300;
-    let (log, _, mut durable) = open(&config);
-    log.append(entries(1, 60, 1)).unwrap();
-    wait_durable(&mut durable, 60);
-    for position in [20, 40, 60] {
-        log.save_snapshot(position, format!("state@{position}").as_bytes())
-            .unwrap();
-    }
+    let (config, log, mut durable) = sixty_entries_in_small_segments(root.path());
+    save_snapshots(&log, &[20, 40, 60]);
     let recycled = recycled_files(&config.wal_dir);
     assert_eq!(recycled.len(), 2);
     // Shorter records than the recycled files held: each new segment overwrites only the
