@@ -1127,9 +1127,11 @@ fn describe_message(message: &Message) -> String {
             link,
             entries,
             commit,
+            leader_durable,
             forwards_taken,
         } => format!(
-            "Propose {{ {link:?}, entries {}, commit {commit}, forwards_taken {forwards_taken} }}",
+            "Propose {{ {link:?}, entries {}, commit {commit}, leader_durable {leader_durable}, \
+             forwards_taken {forwards_taken} }}",
             describe_entries(entries)
         ),
         Message::Forward {

@@ -69,6 +69,8 @@ struct Learner {
     /// When this learner last acknowledged, so that commit announcements are not each
     /// answered: an empty `Propose` gets an `Ack` only once per heartbeat interval.
     last_ack_ms: u64,
+    /// How far the leader's own log is durable, as it last said in this epoch.
+    leader_durable: Position,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +127,8 @@ struct Peer {
     sync_sent_ms: u64,
     /// How many of this learner's forwarded commands have been proposed.
     forwards_taken: u64,
+    /// The highest of our durable positions we have told the learner.
+    durable_told: Position,
 }
 
 struct Promise {
@@ -157,6 +161,7 @@ impl Peer {
             last_sent_ms: 0,
             sync_sent_ms: 0,
             forwards_taken: 0,
+            durable_told: 0,
         }
     }
 }
@@ -397,6 +402,7 @@ impl Zab {
             forwards_confirmed: 0,
             forwards_progress_ms: self.now_ms,
             last_ack_ms: 0,
+            leader_durable: 0,
         }));
         self.send_follower_info(leader, observer);
     }
@@ -519,8 +525,16 @@ impl Zab {
                 link,
                 entries,
                 commit,
+                leader_durable,
                 forwards_taken,
-            } => self.learner_propose(from, link.epoch, entries, commit, forwards_taken),
+            } => self.learner_propose(
+                from,
+                link.epoch,
+                entries,
+                commit,
+                leader_durable,
+                forwards_taken,
+            ),
             Message::Ack { link, position } => self.leader_ack(from, link.epoch, position),
             Message::Forward {
                 link,
@@ -710,7 +724,10 @@ impl Zab {
                 LearnerStage::Syncing { last } if self.durable >= last => {
                     self.learner_finish_sync()
                 }
-                LearnerStage::Broadcast => self.learner_send_ack(),
+                LearnerStage::Broadcast => {
+                    self.learner_send_ack();
+                    self.learn_pair_commit();
+                }
                 _ => {}
             },
             _ => {}
@@ -1120,10 +1137,12 @@ impl Zab {
             let entries = self.history.range(peer.sent + 1, to);
             peer.sent = to;
             peer.last_sent_ms = self.now_ms;
+            peer.durable_told = self.durable;
             let message = Message::Propose {
                 link: peer.link(leader.epoch),
                 entries,
                 commit: self.committed,
+                leader_durable: self.durable,
                 forwards_taken: peer.forwards_taken,
             };
             self.send(id, message);
@@ -1154,35 +1173,53 @@ impl Zab {
                 leader.stage = LeaderStage::Broadcast;
                 leader.last_quorum_ms = zab.now_ms;
             }
-            if commit > zab.committed {
+            let commit_advanced = commit > zab.committed;
+            if commit_advanced {
                 zab.committed = commit;
                 zab.deliver();
-                zab.announce_commit(leader);
             }
+            zab.announce(leader, commit_advanced);
         });
     }
 
-    /// Learners hear of a new commit position at once (not at the next heartbeat): a
+    /// Whether a follower's durable log and the leader's are a quorum by themselves (two of
+    /// two or three voters): then what both hold durably is committed, and a follower that
+    /// knows how far the leader's log is durable needs no commit announcement.
+    fn pairs_commit(&self) -> bool {
+        self.config.quorum_size() <= 2
+    }
+
+    /// Learners hear at once (not at the next heartbeat) of what they can now commit: a
     /// follower answers its client only when it learns that the client's write committed.
-    fn announce_commit(&mut self, leader: &mut Leader) {
-        let now_ms = self.now_ms;
-        let synced: Vec<(ServerId, u64, Link)> = leader
-            .peers
-            .iter()
-            .filter(|(_, peer)| peer.synced)
-            .map(|(id, peer)| (*id, peer.forwards_taken, peer.link(leader.epoch)))
-            .collect();
-        for (id, forwards_taken, link) in synced {
-            let message = Message::Propose {
-                link,
-                entries: Vec::new(),
-                commit: self.committed,
-                forwards_taken,
-            };
-            self.send(id, message);
-            if let Some(peer) = leader.peers.get_mut(&id) {
-                peer.last_sent_ms = now_ms;
+    /// Where pairs commit, a follower is told how far our log is durable, and from that and
+    /// its own log it commits a round trip sooner than our announcement of the commit
+    /// (which its acknowledgement would have had to reach us for); it then needs no
+    /// announcement. Others are told of each new commit position.
+    fn announce(&mut self, leader: &mut Leader, commit_advanced: bool) {
+        let (now_ms, durable, committed) = (self.now_ms, self.durable, self.committed);
+        let pairs_commit = self.pairs_commit();
+        let mut messages = Vec::new();
+        for (id, peer) in leader.peers.iter_mut().filter(|(_, peer)| peer.synced) {
+            let pairs = pairs_commit && !peer.observer;
+            let tell_durable = pairs && peer.durable_told < durable;
+            let derivable = pairs && peer.acked.min(peer.durable_told.max(durable)) >= committed;
+            let tell_commit = commit_advanced && !derivable;
+            if !tell_durable && !tell_commit {
+                continue;
             }
+            peer.last_sent_ms = now_ms;
+            peer.durable_told = durable;
+            let message = Message::Propose {
+                link: peer.link(leader.epoch),
+                entries: Vec::new(),
+                commit: committed,
+                leader_durable: durable,
+                forwards_taken: peer.forwards_taken,
+            };
+            messages.push((*id, message));
+        }
+        for (id, message) in messages {
+            self.send(id, message);
         }
     }
 
@@ -1261,10 +1298,12 @@ impl Zab {
         };
         if peer.synced && now_ms >= peer.last_sent_ms + heartbeat_ms {
             peer.last_sent_ms = now_ms;
+            peer.durable_told = self.durable;
             let message = Message::Propose {
                 link: peer.link(leader.epoch),
                 entries: Vec::new(),
                 commit: self.committed,
+                leader_durable: self.durable,
                 forwards_taken: peer.forwards_taken,
             };
             self.send(id, message);
@@ -1513,6 +1552,7 @@ impl Zab {
         epoch: Epoch,
         entries: Vec<Entry>,
         commit: Position,
+        leader_durable: Position,
         forwards_taken: u64,
     ) {
         let mut ack = false;
@@ -1530,6 +1570,7 @@ impl Zab {
             } else {
                 !appended
             };
+            learner.leader_durable = learner.leader_durable.max(leader_durable);
             zab.learn_commit(commit);
             if forwards_taken > learner.forwards_confirmed {
                 let confirmed = (forwards_taken - learner.forwards_confirmed) as usize;
@@ -1543,6 +1584,22 @@ impl Zab {
         if ack {
             self.learner_send_ack();
         }
+        self.learn_pair_commit();
+    }
+
+    /// Commits what this follower and the leader both hold durably, where that is a quorum.
+    /// Both logs are the leader's history up to there (a synchronized follower appends only
+    /// the leader's entries, in order), both servers have made this epoch current, and so
+    /// these entries are in every later leader's history exactly as the leader's own commit
+    /// rule would have it: it counts the same two durable copies.
+    fn learn_pair_commit(&mut self) {
+        let Phase::Learning(learner) = &self.phase else {
+            return;
+        };
+        if learner.observer || learner.stage != LearnerStage::Broadcast || !self.pairs_commit() {
+            return;
+        }
+        self.learn_commit(learner.leader_durable.min(self.durable));
     }
 
     fn forward(&mut self, payloads: Vec<Bytes>) {

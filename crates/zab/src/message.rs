@@ -99,11 +99,13 @@ pub enum Message {
     /// Synchronization, learner → leader: the history is durable and the epoch is current.
     AckNewLeader { link: Link, last_position: Position },
     /// Broadcast, leader → learner: entries to append (maybe none: then a heartbeat), the
-    /// commit position, and how many of the learner's forwards the leader has taken.
+    /// commit position, how far the leader's own log is durable, and how many of the
+    /// learner's forwards the leader has taken.
     Propose {
         link: Link,
         entries: Vec<Entry>,
         commit: Position,
+        leader_durable: Position,
         forwards_taken: u64,
     },
     /// Broadcast, learner → leader: durable through `position`.
@@ -247,12 +249,14 @@ impl Message {
                 link,
                 entries,
                 commit,
+                leader_durable,
                 forwards_taken,
             } => {
                 out.push(7);
                 put_link(out, link);
                 put_entries(out, entries);
                 put_u64(out, *commit);
+                put_u64(out, *leader_durable);
                 put_u64(out, *forwards_taken);
             }
             Message::Ack { link, position } => {
@@ -347,6 +351,7 @@ impl Message {
                 link: reader.link()?,
                 entries: reader.entries()?,
                 commit: reader.u64()?,
+                leader_durable: reader.u64()?,
                 forwards_taken: reader.u64()?,
             },
             8 => Message::Ack {

@@ -1,41 +1,9 @@
 //! Regression tests for bugs the simulator (`zoolog-sim`) found; each names its seed.
 
-use std::collections::BTreeMap;
+mod common;
 
-use zoolog_zab::{Action, Config, Input, MemberRole, Message, PeerState, Recovered, Vote, Zab};
-
-fn config(me: u64, participants: u64) -> Config {
-    let members: BTreeMap<u64, MemberRole> = (1..=participants)
-        .map(|id| (id, MemberRole::Participant))
-        .collect();
-    Config::new(me, members, 10)
-}
-
-fn vote(from: u64, round: u64, leader: u64) -> Input {
-    Input::Message {
-        from,
-        message: Message::Vote {
-            round,
-            vote: Vote {
-                epoch: 0,
-                position: 0,
-                leader,
-            },
-            state: PeerState::Looking,
-            observer: false,
-        },
-    }
-}
-
-fn sent_to(actions: &[Action], to: u64) -> Vec<Message> {
-    actions
-        .iter()
-        .filter_map(|action| match action {
-            Action::Send { to: t, message } if *t == to => Some(message.clone()),
-            _ => None,
-        })
-        .collect()
-}
+use common::{broadcasting_follower, config, entry, link, message, sent_to, vote};
+use zoolog_zab::{Action, Input, Message, PeerState, Recovered, Vote, Zab};
 
 /// Seed 29: a server that had decided to follow (not yet established) answered a looking
 /// server's vote with a vote in its own, older round; the looking server answered that as a
@@ -57,78 +25,13 @@ fn an_unestablished_learner_answers_votes_in_the_senders_round() {
     }
 }
 
-fn entry(position: u64, epoch: u64) -> zoolog_zab::Entry {
-    zoolog_zab::Entry {
-        position,
-        epoch,
-        payload: bytes::Bytes::from(vec![position as u8]),
-    }
-}
-
-/// The link between leader 3 and server 1's first attempt (a fresh process, election round 1).
-fn link(epoch: u64) -> zoolog_zab::Link {
-    zoolog_zab::Link {
-        epoch,
-        attempt: zoolog_zab::Attempt {
-            incarnation: 0,
-            round: 1,
-        },
-    }
-}
-
-fn message(from: u64, message: Message) -> Input {
-    Input::Message { from, message }
-}
-
-/// Server 1 of 3, following server 3 in epoch 1, synchronized with entries 1..=2 (committed
-/// and delivered) and 3 (logged and acknowledged).
-fn broadcasting_follower() -> Zab {
-    let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
-    zab.handle(vote(2, 1, 3), 1);
-    zab.handle(vote(3, 1, 3), 1);
-    zab.handle(message(3, Message::NewEpoch { link: link(1) }), 2);
-    let new_leader = Message::NewLeader {
-        link: link(1),
-        truncate_after: 0,
-        snapshot: None,
-        entries: vec![entry(1, 1), entry(2, 1)],
-        commit: 0,
-    };
-    zab.handle(message(3, new_leader), 3);
-    zab.handle(
-        Input::Logged {
-            position: 2,
-            epoch: 1,
-        },
-        4,
-    );
-    assert!(zab.status().is_serving());
-    let propose = Message::Propose {
-        link: link(1),
-        entries: vec![entry(3, 1)],
-        commit: 2,
-        forwards_taken: 0,
-    };
-    zab.handle(message(3, propose), 5);
-    zab.handle(
-        Input::Logged {
-            position: 3,
-            epoch: 1,
-        },
-        6,
-    );
-    assert_eq!(zab.delivered_position(), 2);
-    assert_eq!(zab.last_logged_position(), 3);
-    zab
-}
-
 /// Seed 8: a late copy of the leader's `NewLeader` reached a follower that was already
 /// broadcasting; its snapshot was older than what the follower had delivered (an assertion
 /// failed), and without a snapshot it cut entries the follower had acknowledged, which may
 /// already have counted towards a commit.
 #[test]
 fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
-    let mut zab = broadcasting_follower();
+    let mut zab = broadcasting_follower(3);
     let stale = Message::NewLeader {
         link: link(1),
         truncate_after: 0,
@@ -172,7 +75,7 @@ fn a_late_new_leader_of_the_same_epoch_neither_truncates_nor_rewinds() {
 /// never told to fail their requests. It now leaves Serving for the installation.
 #[test]
 fn a_snapshot_installed_while_serving_leaves_serving_first() {
-    let mut zab = broadcasting_follower();
+    let mut zab = broadcasting_follower(3);
     let resync = Message::NewLeader {
         link: link(1),
         truncate_after: 5,
@@ -262,7 +165,7 @@ fn new_leader_carries_the_whole_established_history() {
 /// it had delivered since, and an assertion failed. Such a snapshot is now ignored.
 #[test]
 fn a_snapshot_older_than_what_was_delivered_is_not_installed() {
-    let mut zab = broadcasting_follower();
+    let mut zab = broadcasting_follower(3);
     zab.handle(Input::PeerDisconnected { peer: 3 }, 7);
     assert!(!zab.status().is_serving());
     let report = Message::Vote {

@@ -1,0 +1,107 @@
+//! The setup the zab tests share: servers of a small ensemble of participants, driven by
+//! hand through election and synchronization.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::BTreeMap;
+
+use zoolog_zab::{Action, Config, Input, MemberRole, Message, PeerState, Recovered, Vote, Zab};
+
+pub fn config(me: u64, participants: u64) -> Config {
+    let members: BTreeMap<u64, MemberRole> = (1..=participants)
+        .map(|id| (id, MemberRole::Participant))
+        .collect();
+    Config::new(me, members, 10)
+}
+
+pub fn vote(from: u64, round: u64, leader: u64) -> Input {
+    Input::Message {
+        from,
+        message: Message::Vote {
+            round,
+            vote: Vote {
+                epoch: 0,
+                position: 0,
+                leader,
+            },
+            state: PeerState::Looking,
+            observer: false,
+        },
+    }
+}
+
+pub fn sent_to(actions: &[Action], to: u64) -> Vec<Message> {
+    actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Send { to: t, message } if *t == to => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn entry(position: u64, epoch: u64) -> zoolog_zab::Entry {
+    zoolog_zab::Entry {
+        position,
+        epoch,
+        payload: bytes::Bytes::from(vec![position as u8]),
+    }
+}
+
+/// The link between leader 3 and server 1's first attempt (a fresh process, election round 1).
+pub fn link(epoch: u64) -> zoolog_zab::Link {
+    zoolog_zab::Link {
+        epoch,
+        attempt: zoolog_zab::Attempt {
+            incarnation: 0,
+            round: 1,
+        },
+    }
+}
+
+pub fn message(from: u64, message: Message) -> Input {
+    Input::Message { from, message }
+}
+
+/// Server 1 of `participants` (3 or 5), following server 3 in epoch 1, synchronized with
+/// entries 1..=2 (committed and delivered) and 3 (logged and acknowledged).
+pub fn broadcasting_follower(participants: u64) -> Zab {
+    let (mut zab, _) = Zab::new(config(1, participants), Recovered::default(), 0);
+    for from in 2..=participants {
+        zab.handle(vote(from, 1, 3), 1);
+    }
+    zab.handle(message(3, Message::NewEpoch { link: link(1) }), 2);
+    let new_leader = Message::NewLeader {
+        link: link(1),
+        truncate_after: 0,
+        snapshot: None,
+        entries: vec![entry(1, 1), entry(2, 1)],
+        commit: 0,
+    };
+    zab.handle(message(3, new_leader), 3);
+    zab.handle(
+        Input::Logged {
+            position: 2,
+            epoch: 1,
+        },
+        4,
+    );
+    assert!(zab.status().is_serving());
+    let propose = Message::Propose {
+        link: link(1),
+        entries: vec![entry(3, 1)],
+        commit: 2,
+        leader_durable: 2,
+        forwards_taken: 0,
+    };
+    zab.handle(message(3, propose), 5);
+    zab.handle(
+        Input::Logged {
+            position: 3,
+            epoch: 1,
+        },
+        6,
+    );
+    assert_eq!(zab.delivered_position(), 2);
+    assert_eq!(zab.last_logged_position(), 3);
+    zab
+}
