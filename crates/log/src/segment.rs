@@ -7,13 +7,14 @@
 //!
 //! Purged segments are recycled rather than deleted, a few at a time: a new segment is a
 //! retired file renamed and overwritten from its start. Freeing a 64 MiB segment's blocks
-//! (trimming them too, on a `discard` mount) stalled the WAL's fdatasyncs behind the journal
-//! commit that does it, at every purge; and appending into freshly allocated blocks makes
-//! every fdatasync commit the journal for the new file size, while overwriting blocks the
-//! file already has does not. What the recycled file held beyond the new records is only
-//! ever at the end of the last segment, where recovery cuts it like an unfinished write: a
-//! segment's stale end is cut before the next segment starts, and stale records carry
-//! positions below the segment's own, which recovery never takes for later ones.
+//! (trimming them too, on a `discard` mount) stalled the WAL's fdatasyncs behind that work,
+//! at every purge; and appending into freshly allocated blocks makes every fdatasync write
+//! metadata for the new file size (the inode without a journal, a journal commit with one),
+//! while overwriting blocks the file already has does not. What the recycled file held
+//! beyond the new records is only ever at the end of the last segment, where recovery cuts
+//! it like an unfinished write: a segment's stale end is cut before the next segment starts,
+//! and stale records carry positions below the segment's own, which recovery never takes for
+//! later ones.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
