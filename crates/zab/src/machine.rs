@@ -1202,7 +1202,8 @@ impl Zab {
         for (id, peer) in leader.peers.iter_mut().filter(|(_, peer)| peer.synced) {
             let pairs = pairs_commit && !peer.observer;
             let tell_durable = pairs && peer.durable_told < durable;
-            let derivable = pairs && peer.acked.min(peer.durable_told.max(durable)) >= committed;
+            // Unless told now, the learner already knows `durable` (it only grows).
+            let derivable = pairs && peer.acked.min(durable) >= committed;
             let tell_commit = commit_advanced && !derivable;
             if !tell_durable && !tell_commit {
                 continue;

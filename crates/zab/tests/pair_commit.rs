@@ -4,20 +4,13 @@
 
 mod common;
 
-use common::{broadcasting_follower, entry, link, message};
-use zoolog_zab::{Action, Input, Message, Zab};
+use common::{broadcasting_follower, entry, message, propose};
+use zoolog_zab::{Action, Input, Zab};
 
 /// Entry 4 from the leader, which has made its log durable through 4 but committed only 2
 /// (it has not heard this follower's acknowledgements yet).
 fn propose_four_durable_on_the_leader(zab: &mut Zab) -> Vec<Action> {
-    let propose = Message::Propose {
-        link: link(1),
-        entries: vec![entry(4, 1)],
-        commit: 2,
-        leader_durable: 4,
-        forwards_taken: 0,
-    };
-    zab.handle(message(3, propose), 10)
+    zab.handle(message(3, propose(vec![entry(4, 1)], 2, 4)), 10)
 }
 
 fn logged_four(zab: &mut Zab) -> Vec<Action> {
@@ -65,13 +58,6 @@ fn a_follower_of_five_waits_for_the_leaders_commit() {
         2,
         "two copies are no quorum of five"
     );
-    let announce = Message::Propose {
-        link: link(1),
-        entries: Vec::new(),
-        commit: 4,
-        leader_durable: 4,
-        forwards_taken: 0,
-    };
-    let actions = zab.handle(message(3, announce), 12);
+    let actions = zab.handle(message(3, propose(Vec::new(), 4, 4)), 12);
     assert_eq!(delivered(&actions), vec![3, 4]);
 }

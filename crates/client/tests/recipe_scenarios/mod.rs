@@ -903,16 +903,13 @@ async fn relay_connection(client: TcpStream, server_port: u16, shared: Arc<Relay
 
 /// Client to server; the first frame is the handshake, each later one starts with xid and opcode.
 async fn relay_requests(
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
+    from: OwnedReadHalf,
+    to: OwnedWriteHalf,
     shared: &RelayShared,
     doomed_reply_xid: &AtomicI64,
 ) -> std::io::Result<()> {
-    let handshake = read_frame(&mut from).await?;
-    to.write_all(&handshake).await?;
-    loop {
-        let frame = read_frame(&mut from).await?;
-        let (xid, opcode) = (frame_i32(&frame, 4), frame_i32(&frame, 8));
+    relay_frames(from, to, |frame| {
+        let (xid, opcode) = (frame_i32(frame, 4), frame_i32(frame, 8));
         let loss = {
             let lose_next = shared.lose_next.lock().unwrap();
             lose_next.1.filter(|_| lose_next.0.contains(&opcode))
@@ -920,35 +917,52 @@ async fn relay_requests(
         match loss {
             Some(Loss::Request) => {
                 shared.lost();
-                return Ok(());
+                return false;
             }
             Some(Loss::Reply) => doomed_reply_xid.store(i64::from(xid), Ordering::SeqCst),
             None => {}
         }
-        to.write_all(&frame).await?;
-    }
+        true
+    })
+    .await
 }
 
 /// Server to client; the first frame is the handshake, each later one starts with its xid.
 async fn relay_replies(
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
+    from: OwnedReadHalf,
+    to: OwnedWriteHalf,
     shared: &RelayShared,
     doomed_reply_xid: &AtomicI64,
 ) -> std::io::Result<()> {
-    let handshake = read_frame(&mut from).await?;
-    to.write_all(&handshake).await?;
-    loop {
-        let frame = read_frame(&mut from).await?;
-        let xid = frame_i32(&frame, 4);
+    relay_frames(from, to, |frame| {
+        let xid = frame_i32(frame, 4);
         if xid == NOTIFICATION_XID {
             shared.notifications.fetch_add(1, Ordering::SeqCst);
         }
         // A failed request (ensure_path meeting an existing node) is passed on: what is lost is
         // the reply to one that took effect.
-        let took_effect = frame_i32(&frame, REPLY_ERROR_OFFSET) == 0;
+        let took_effect = frame_i32(frame, REPLY_ERROR_OFFSET) == 0;
         if i64::from(xid) == doomed_reply_xid.load(Ordering::SeqCst) && took_effect {
             shared.lost();
+            return false;
+        }
+        true
+    })
+    .await
+}
+
+/// Passes the handshake frame on, then every frame `pass` lets through; the first it stops
+/// ends the relay (and so cuts the connection).
+async fn relay_frames(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut pass: impl FnMut(&[u8]) -> bool,
+) -> std::io::Result<()> {
+    let handshake = read_frame(&mut from).await?;
+    to.write_all(&handshake).await?;
+    loop {
+        let frame = read_frame(&mut from).await?;
+        if !pass(&frame) {
             return Ok(());
         }
         to.write_all(&frame).await?;

@@ -62,6 +62,17 @@ pub fn message(from: u64, message: Message) -> Input {
     Input::Message { from, message }
 }
 
+/// Leader 3's `Propose` in epoch 1 (to server 1's first attempt), taking no forwards.
+pub fn propose(entries: Vec<zoolog_zab::Entry>, commit: u64, leader_durable: u64) -> Message {
+    Message::Propose {
+        link: link(1),
+        entries,
+        commit,
+        leader_durable,
+        forwards_taken: 0,
+    }
+}
+
 /// Server 1 of `participants` (3 or 5), following server 3 in epoch 1, synchronized with
 /// entries 1..=2 (committed and delivered) and 3 (logged and acknowledged).
 pub fn broadcasting_follower(participants: u64) -> Zab {
@@ -86,14 +97,7 @@ pub fn broadcasting_follower(participants: u64) -> Zab {
         4,
     );
     assert!(zab.status().is_serving());
-    let propose = Message::Propose {
-        link: link(1),
-        entries: vec![entry(3, 1)],
-        commit: 2,
-        leader_durable: 2,
-        forwards_taken: 0,
-    };
-    zab.handle(message(3, propose), 5);
+    zab.handle(message(3, propose(vec![entry(3, 1)], 2, 2)), 5);
     zab.handle(
         Input::Logged {
             position: 3,
