@@ -164,6 +164,27 @@ impl Peer {
             durable_told: 0,
         }
     }
+
+    /// A `Propose` of the leader of `epoch` to this learner (no entries: a heartbeat or an
+    /// announcement), noting when it goes and what it tells.
+    fn propose(
+        &mut self,
+        epoch: Epoch,
+        entries: Vec<Entry>,
+        commit: Position,
+        leader_durable: Position,
+        now_ms: u64,
+    ) -> Message {
+        self.last_sent_ms = now_ms;
+        self.durable_told = leader_durable;
+        Message::Propose {
+            link: self.link(epoch),
+            entries,
+            commit,
+            leader_durable,
+            forwards_taken: self.forwards_taken,
+        }
+    }
 }
 
 impl Zab {
@@ -1136,15 +1157,13 @@ impl Zab {
             let to = (peer.sent + self.config.message_entries_max as Position).min(last);
             let entries = self.history.range(peer.sent + 1, to);
             peer.sent = to;
-            peer.last_sent_ms = self.now_ms;
-            peer.durable_told = self.durable;
-            let message = Message::Propose {
-                link: peer.link(leader.epoch),
+            let message = peer.propose(
+                leader.epoch,
                 entries,
-                commit: self.committed,
-                leader_durable: self.durable,
-                forwards_taken: peer.forwards_taken,
-            };
+                self.committed,
+                self.durable,
+                self.now_ms,
+            );
             self.send(id, message);
         }
     }
@@ -1208,15 +1227,7 @@ impl Zab {
             if !tell_durable && !tell_commit {
                 continue;
             }
-            peer.last_sent_ms = now_ms;
-            peer.durable_told = durable;
-            let message = Message::Propose {
-                link: peer.link(leader.epoch),
-                entries: Vec::new(),
-                commit: committed,
-                leader_durable: durable,
-                forwards_taken: peer.forwards_taken,
-            };
+            let message = peer.propose(leader.epoch, Vec::new(), committed, durable, now_ms);
             messages.push((*id, message));
         }
         for (id, message) in messages {
@@ -1298,15 +1309,13 @@ impl Zab {
             return;
         };
         if peer.synced && now_ms >= peer.last_sent_ms + heartbeat_ms {
-            peer.last_sent_ms = now_ms;
-            peer.durable_told = self.durable;
-            let message = Message::Propose {
-                link: peer.link(leader.epoch),
-                entries: Vec::new(),
-                commit: self.committed,
-                leader_durable: self.durable,
-                forwards_taken: peer.forwards_taken,
-            };
+            let message = peer.propose(
+                leader.epoch,
+                Vec::new(),
+                self.committed,
+                self.durable,
+                now_ms,
+            );
             self.send(id, message);
         }
     }
