@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{broadcasting_follower, entry, message, propose};
-use zoolog_zab::{Action, Input, Zab};
+use common::{broadcasting_follower, broadcasting_leader, entry, link, message, propose, sent_to};
+use zoolog_zab::{Action, Input, Message, Zab};
 
 /// Entry 4 from the leader, which has made its log durable through 4 but committed only 2
 /// (it has not heard this follower's acknowledgements yet).
@@ -60,4 +60,62 @@ fn a_follower_of_five_waits_for_the_leaders_commit() {
     );
     let actions = zab.handle(message(3, propose(Vec::new(), 4, 4)), 12);
     assert_eq!(delivered(&actions), vec![3, 4]);
+}
+
+/// The commit positions a leader's messages to `to` carry.
+fn commits_sent_to(actions: &[Action], to: u64) -> Vec<u64> {
+    sent_to(actions, to)
+        .iter()
+        .filter_map(|message| match message {
+            Message::Propose { commit, .. } => Some(*commit),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Server 1 leads `participants` voters: it proposes entry 1, makes it durable, and hears
+/// the acknowledgements of `ackers`. Returns what that last acknowledgement made it do.
+fn leader_commits_one(participants: u64, ackers: &[u64]) -> (Zab, Vec<Action>) {
+    let mut zab = broadcasting_leader(participants);
+    let payloads = vec![bytes::Bytes::from_static(b"command")];
+    zab.handle(Input::Append { payloads }, 10);
+    zab.handle(
+        Input::Logged {
+            position: 1,
+            epoch: 1,
+        },
+        11,
+    );
+    let mut last = Vec::new();
+    for &from in ackers {
+        let ack = Message::Ack {
+            link: link(1),
+            position: 1,
+        };
+        last = zab.handle(message(from, ack), 12);
+    }
+    (zab, last)
+}
+
+#[test]
+fn a_leader_of_three_announces_a_commit_only_to_the_follower_that_cannot_work_it_out() {
+    let (zab, actions) = leader_commits_one(3, &[2]);
+    assert_eq!(zab.committed_position(), 1);
+    // Server 2 holds entry 1 durably and was told that the leader does: it commits by itself.
+    assert_eq!(
+        commits_sent_to(&actions, 2),
+        Vec::<u64>::new(),
+        "{actions:?}"
+    );
+    // Server 3 has not acknowledged entry 1: it learns of the commit from the leader.
+    assert_eq!(commits_sent_to(&actions, 3), vec![1], "{actions:?}");
+}
+
+#[test]
+fn a_leader_of_five_announces_each_commit_to_every_follower() {
+    let (zab, actions) = leader_commits_one(5, &[2, 3]);
+    assert_eq!(zab.committed_position(), 1);
+    for follower in 2..=5 {
+        assert_eq!(commits_sent_to(&actions, follower), vec![1], "{actions:?}");
+    }
 }

@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{broadcasting_follower, config, entry, link, message, sent_to, vote};
+use common::{
+    broadcasting_follower, broadcasting_leader, config, entry, link, message, sent_to, vote,
+};
 use zoolog_zab::{Action, Input, Message, PeerState, Recovered, Vote, Zab};
 
 /// Seed 29: a server that had decided to follow (not yet established) answered a looking
@@ -228,41 +230,12 @@ fn a_forward_from_an_earlier_learner_attempt_is_not_proposed() {
         incarnation: 0,
         round,
     };
-    let (mut zab, _) = Zab::new(config(1, 3), Recovered::default(), 0);
-    // Servers 2 and 3 vote for server 1, which leads epoch 1 with both of them.
-    zab.handle(vote(2, 1, 1), 1);
-    zab.handle(vote(3, 1, 1), 1);
-    for from in [2, 3] {
-        let info = Message::FollowerInfo {
-            accepted_epoch: 0,
-            observer: false,
-            attempt: attempt(1),
-        };
-        zab.handle(message(from, info), 2);
-    }
+    // Servers 2 and 3 follow server 1 in epoch 1.
+    let mut zab = broadcasting_leader(3);
     let link = |round| zoolog_zab::Link {
         epoch: 1,
         attempt: attempt(round),
     };
-    for from in [2, 3] {
-        let promise = Message::AckEpoch {
-            link: link(1),
-            counted: true,
-            current_epoch: 0,
-            snapshot_position: 0,
-            runs: Vec::new(),
-            last_position: 0,
-        };
-        zab.handle(message(from, promise), 3);
-    }
-    for from in [2, 3] {
-        let synced = Message::AckNewLeader {
-            link: link(1),
-            last_position: 0,
-        };
-        zab.handle(message(from, synced), 4);
-    }
-    assert!(zab.status().is_serving(), "leader established");
     let forward = |round| Message::Forward {
         link: link(round),
         first_sequence: 1,

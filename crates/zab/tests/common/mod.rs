@@ -109,3 +109,41 @@ pub fn broadcasting_follower(participants: u64) -> Zab {
     assert_eq!(zab.last_logged_position(), 3);
     zab
 }
+
+/// Server 1 of `participants`, leading epoch 1 with every other participant synchronized
+/// (each on its first attempt, `link(1)`), on an empty history.
+pub fn broadcasting_leader(participants: u64) -> Zab {
+    let (mut zab, _) = Zab::new(config(1, participants), Recovered::default(), 0);
+    let followers = 2..=participants;
+    for from in followers.clone() {
+        zab.handle(vote(from, 1, 1), 1);
+    }
+    for from in followers.clone() {
+        let info = Message::FollowerInfo {
+            accepted_epoch: 0,
+            observer: false,
+            attempt: link(1).attempt,
+        };
+        zab.handle(message(from, info), 2);
+    }
+    for from in followers.clone() {
+        let promise = Message::AckEpoch {
+            link: link(1),
+            counted: true,
+            current_epoch: 0,
+            snapshot_position: 0,
+            runs: Vec::new(),
+            last_position: 0,
+        };
+        zab.handle(message(from, promise), 3);
+    }
+    for from in followers {
+        let synced = Message::AckNewLeader {
+            link: link(1),
+            last_position: 0,
+        };
+        zab.handle(message(from, synced), 4);
+    }
+    assert!(zab.status().is_serving(), "leader established");
+    zab
+}
