@@ -1040,7 +1040,7 @@ fn lookup(name: &str) -> Option<Setting> {
     SETTINGS.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
 }
 
-/// Keys ZooKeeper knows that mean nothing to a standalone zoolog (logged at info).
+/// Keys ZooKeeper knows that mean nothing to zoolog (logged at info).
 fn not_applicable(key: &str) -> bool {
     const EXACT: &[&str] = &[
         "electionAlg",
@@ -1077,6 +1077,39 @@ fn not_applicable(key: &str) -> bool {
         "jdk.",
     ];
     EXACT.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// Why a key that names no setting is ignored, and how loudly to say so.
+#[derive(Debug, PartialEq, Eq)]
+enum Ignored {
+    Info(String),
+    Warn(String),
+}
+
+fn ignored(key: &str, space: KeySpace) -> Ignored {
+    let prefixed = format!("zookeeper.{key}");
+    if space == KeySpace::SystemProperty && lookup(&prefixed).is_some() {
+        // A config file line is read under its `zookeeper.` name too; a -D flag is not,
+        // in ZooKeeper either.
+        return Ignored::Warn(format!(
+            "not a system property ZooKeeper reads, so ignored; did you mean -D{prefixed}?"
+        ));
+    }
+    if not_applicable(key) {
+        return Ignored::Info("not used by zoolog; ignored".into());
+    }
+    if unsupported_security(key) {
+        return Ignored::Warn("not supported by zoolog; ignored, so it is NOT enforced".into());
+    }
+    match SETTINGS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(key))
+    {
+        Some((known, _)) => Ignored::Warn(format!(
+            "unknown setting, ignored (keys are case-sensitive: did you mean {known}?)"
+        )),
+        None => Ignored::Warn("unknown setting; ignored".into()),
+    }
 }
 
 /// Keys that ask for protection zoolog does not give (logged as a warning that says so).
@@ -1162,7 +1195,10 @@ impl Builder {
             KeySpace::SystemProperty => lookup(key),
         };
         let Some(setting) = setting else {
-            self.ignore(key, origin);
+            match ignored(key, space) {
+                Ignored::Info(reason) => tracing::info!("{origin}: {key}: {reason}"),
+                Ignored::Warn(reason) => tracing::warn!("{origin}: {key}: {reason}"),
+            }
             return Ok(());
         };
         let invalid = |reason: String| ConfigError::Invalid {
@@ -1483,21 +1519,6 @@ impl Builder {
         Ok(())
     }
 
-    fn ignore(&self, key: &str, origin: &Origin) {
-        if not_applicable(key) {
-            tracing::info!("{origin}: {key}: not used by a standalone zoolog server; ignored");
-        } else if unsupported_security(key) {
-            tracing::warn!(
-                "{origin}: {key}: not supported by zoolog; ignored, so it is NOT enforced"
-            );
-        } else if let Some((known, _)) = SETTINGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(key))
-        {
-            tracing::warn!("{origin}: {key}: unknown setting, ignored (keys are case-sensitive: did you mean {known}?)");
-        } else {
-            tracing::warn!("{origin}: {key}: unknown setting; ignored");
-        }
-    }
-
     fn finish(mut self) -> Result<ServerConfig, ConfigError> {
         let mut c = std::mem::take(&mut self.config);
         c.data_log_dir = self
@@ -1781,4 +1802,38 @@ fn parse_four_letter_words(value: &str, origin: &Origin, key: &str) -> Vec<Strin
         }
     }
     words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ignored_key_says_why_and_suggests_the_name_meant() {
+        let warning = ignored("admin.enableServer", KeySpace::SystemProperty);
+        assert_eq!(
+            warning,
+            Ignored::Warn(
+                "not a system property ZooKeeper reads, so ignored; did you mean \
+                 -Dzookeeper.admin.enableServer?"
+                    .into()
+            )
+        );
+        assert_eq!(
+            ignored("admin.unknownThing", KeySpace::File),
+            Ignored::Info("not used by zoolog; ignored".into())
+        );
+        assert!(matches!(
+            ignored("sslQuorum", KeySpace::File),
+            Ignored::Warn(reason) if reason.contains("NOT enforced")
+        ));
+        assert!(matches!(
+            ignored("ticktime", KeySpace::File),
+            Ignored::Warn(reason) if reason.contains("did you mean tickTime?")
+        ));
+        assert_eq!(
+            ignored("noSuchKey", KeySpace::File),
+            Ignored::Warn("unknown setting; ignored".into())
+        );
+    }
 }
