@@ -3,13 +3,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, connect_with, wait_for_state, within, ZkServer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
+use common::{
+    connect, connect_with, copy_to_server, wait_for_state, within, CuttableListener, ZkServer,
+};
+use tokio::net::TcpListener;
 use zoolog_client::{
     open_acl_unsafe, AddWatchMode, ClientOptions, CreateMode, Error, EventType, SessionState,
 };
@@ -101,7 +100,8 @@ async fn session_and_watches_survive_a_server_restart() {
 #[tokio::test]
 async fn session_expires_when_the_server_hears_nothing_for_the_timeout() {
     let server = ZkServer::start();
-    let proxy = CuttableProxy::start(server.port).await;
+    let server_port = server.port;
+    let proxy = CuttableListener::start(move |client| copy_to_server(client, server_port)).await;
     // The server's floor is two ticks (4 s with tickTime=2000); it expires within a tick after.
     let options = ClientOptions {
         session_timeout_ms: 4_000,
@@ -200,56 +200,4 @@ async fn connect_gives_up_after_its_timeout() {
         Err(Error::ConnectTimeout { timeout_ms: 500 })
     ));
     assert!(started.elapsed() < Duration::from_secs(3));
-}
-
-/// Forwards TCP to the server until cut; while cut it drops every connection, old and new.
-struct CuttableProxy {
-    port: u16,
-    cut: Arc<AtomicBool>,
-    connections: Arc<tokio::sync::Mutex<JoinSet<()>>>,
-}
-
-impl CuttableProxy {
-    async fn start(server_port: u16) -> CuttableProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
-        let (accept_cut, accept_connections) = (cut.clone(), connections.clone());
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                if accept_cut.load(Ordering::SeqCst) {
-                    continue; // dropping the socket refuses the connection
-                }
-                accept_connections
-                    .lock()
-                    .await
-                    .spawn(forward(client, server_port));
-            }
-        });
-        CuttableProxy {
-            port,
-            cut,
-            connections,
-        }
-    }
-
-    fn hosts(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    async fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        self.connections.lock().await.abort_all();
-    }
-
-    fn heal(&self) {
-        self.cut.store(false, Ordering::SeqCst);
-    }
-}
-
-async fn forward(mut client: TcpStream, server_port: u16) {
-    if let Ok(mut server) = TcpStream::connect(("127.0.0.1", server_port)).await {
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-    }
 }

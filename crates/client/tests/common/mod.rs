@@ -6,7 +6,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
 
 use zoolog_client::{Client, ClientOptions, SessionState};
 
@@ -194,4 +199,61 @@ pub async fn within<T>(duration: Duration, future: impl std::future::Future<Outp
     tokio::time::timeout(duration, future)
         .await
         .expect("finished in time")
+}
+
+/// A local TCP listener between clients and a server that can cut the network: `cut` drops
+/// every connection it carries and refuses new ones until `heal`. Each accepted connection
+/// is carried by `carry` (a plain copy in both directions, or something that reads the
+/// frames as they pass).
+pub struct CuttableListener {
+    pub port: u16,
+    cut: Arc<AtomicBool>,
+    connections: Arc<tokio::sync::Mutex<JoinSet<()>>>,
+}
+
+impl CuttableListener {
+    pub async fn start<Carry, Carried>(carry: Carry) -> CuttableListener
+    where
+        Carry: Fn(TcpStream) -> Carried + Send + 'static,
+        Carried: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
+        let (accept_cut, accept_connections) = (cut.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if accept_cut.load(Ordering::SeqCst) {
+                    continue; // dropping the socket refuses the connection
+                }
+                accept_connections.lock().await.spawn(carry(client));
+            }
+        });
+        CuttableListener {
+            port,
+            cut,
+            connections,
+        }
+    }
+
+    pub fn hosts(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub async fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        self.connections.lock().await.abort_all();
+    }
+
+    pub fn heal(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Carries one client connection to the server on `server_port`, unchanged.
+pub async fn copy_to_server(mut client: TcpStream, server_port: u16) {
+    if let Ok(mut server) = TcpStream::connect(("127.0.0.1", server_port)).await {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+    }
 }

@@ -4,14 +4,14 @@
 //! bounded; no assertion depends on how long anything took. A client reading what other clients
 //! wrote through other members syncs first, as ZooKeeper orders reads only per session.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::{connect, connect_with, within};
+use crate::common::{connect, connect_with, within, CuttableListener};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use zoolog_client::recipes::{
@@ -795,9 +795,8 @@ async fn children_until(client: &Client, dir: &str, wanted: impl Fn(usize) -> bo
 /// some kinds, either before passing it on (the request never happened) or after swallowing its
 /// successful reply (it happened but the client cannot know), and can cut the network.
 struct Relay {
-    port: u16,
+    listener: CuttableListener,
     shared: Arc<RelayShared>,
-    connections: Arc<tokio::sync::Mutex<JoinSet<()>>>,
 }
 
 #[derive(Default)]
@@ -806,7 +805,6 @@ struct RelayShared {
     /// The opcodes of the next request to lose, and how; empty when nothing is to be lost.
     lose_next: Mutex<(Vec<i32>, Option<Loss>)>,
     losses: AtomicUsize,
-    cut: AtomicBool,
 }
 
 impl RelayShared {
@@ -833,33 +831,17 @@ const MULTI_OPCODE: i32 = 14;
 
 impl Relay {
     async fn start(server_port: u16) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(RelayShared::default());
-        let connections = Arc::new(tokio::sync::Mutex::new(JoinSet::new()));
-        let (accept_shared, accept_connections) = (shared.clone(), connections.clone());
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                if accept_shared.cut.load(Ordering::SeqCst) {
-                    continue; // dropping the socket refuses the connection
-                }
-                let shared = accept_shared.clone();
-                accept_connections.lock().await.spawn(relay_connection(
-                    client,
-                    server_port,
-                    shared,
-                ));
-            }
-        });
-        Relay {
-            port,
-            shared,
-            connections,
-        }
+        let carried = shared.clone();
+        let listener = CuttableListener::start(move |client| {
+            relay_connection(client, server_port, carried.clone())
+        })
+        .await;
+        Relay { listener, shared }
     }
 
     fn hosts(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.listener.hosts()
     }
 
     fn notifications(&self) -> usize {
@@ -878,12 +860,11 @@ impl Relay {
     }
 
     async fn cut(&self) {
-        self.shared.cut.store(true, Ordering::SeqCst);
-        self.connections.lock().await.abort_all();
+        self.listener.cut().await;
     }
 
     fn heal(&self) {
-        self.shared.cut.store(false, Ordering::SeqCst);
+        self.listener.heal();
     }
 }
 
