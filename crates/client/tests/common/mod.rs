@@ -1,6 +1,6 @@
 //! A real server for the tests, started through the repository's `tests/zk-server` script so the
-//! same tests drive Apache ZooKeeper (`ZK_KIND=apache`, the default here) or zoolog
-//! (`ZK_KIND=zoolog`, with `ZOOLOG_BIN` naming the binary).
+//! same tests drive zoolog (`ZK_KIND=zoolog`, the scripts' default, with `ZOOLOG_BIN` naming
+//! the binary, else `target/release/zoolog`) or Apache ZooKeeper (`ZK_KIND=apache`).
 
 #![allow(dead_code)] // each test file uses its own part of the harness
 
@@ -65,15 +65,13 @@ fn script(args: &[&str]) -> String {
     run_script("tests/zk-server", args)
 }
 
-/// Runs a script of the repository's `tests/` with the server kind of this test run.
+/// Runs a script of the repository's `tests/`; it reads the server kind from `ZK_KIND`.
 fn run_script(script: &str, args: &[&str]) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(script);
-    let kind = std::env::var("ZK_KIND").unwrap_or_else(|_| "apache".to_owned());
     let output = Command::new(&path)
         .args(args)
-        .env("ZK_KIND", kind)
         .output()
         .unwrap_or_else(|error| panic!("run {script}: {error}"));
     assert!(
