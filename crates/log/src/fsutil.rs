@@ -33,14 +33,15 @@ pub(crate) fn remove_file(path: &Path) -> Result<(), LogError> {
     fs::remove_file(path).context(|| format!("delete {}", path.display()))
 }
 
-/// Bytes a purge releases per file-system journal commit.
+/// Bytes a purge releases per step, each step synced before the next.
 const PURGE_STEP_BYTES: u64 = 1024 * 1024;
 
 /// Deletes a large file without stalling the WAL. Unlinking a 64 MiB segment at once makes
-/// ext4 free (and, on a `discard` mount, trim) every block in the one journal commit that the
-/// WAL's next fdatasync then waits for: measured here as an ~80 ms stall of all writes, every
-/// snapshot. Shrinking the file step by step, each step committed on its own, keeps every
-/// commit small. A crash part-way leaves a shorter doomed file that the next purge finishes.
+/// ext4 free (and, on a `discard` mount, trim) every block at once; with a journal that lands
+/// in the one commit the WAL's next fdatasync waits for. On the unjournaled `discard` mount
+/// where this was measured, all writes stalled for ~80 ms at every snapshot all the same.
+/// Shrinking the file step by step, each step synced on its own, keeps every release small.
+/// A crash part-way leaves a shorter doomed file that the next purge finishes.
 pub(crate) fn remove_file_gradually(path: &Path) -> Result<(), LogError> {
     let context = || format!("delete {}", path.display());
     let file = OpenOptions::new().write(true).open(path).context(context)?;
