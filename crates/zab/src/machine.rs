@@ -165,8 +165,8 @@ impl Peer {
         }
     }
 
-    /// A `Propose` of the leader of `epoch` to this learner (no entries: a heartbeat or an
-    /// announcement), noting when it goes and what it tells.
+    /// A `Propose` of the leader of `epoch` to this learner (entries, or none for a heartbeat
+    /// or an announcement), noting when it goes and what it tells.
     fn propose(
         &mut self,
         epoch: Epoch,
@@ -1217,7 +1217,6 @@ impl Zab {
     fn announce(&mut self, leader: &mut Leader, commit_advanced: bool) {
         let (now_ms, durable, committed) = (self.now_ms, self.durable, self.committed);
         let pairs_commit = self.pairs_commit();
-        let mut messages = Vec::new();
         for (id, peer) in leader.peers.iter_mut().filter(|(_, peer)| peer.synced) {
             let pairs = pairs_commit && !peer.observer;
             let tell_durable = pairs && peer.durable_told < durable;
@@ -1228,10 +1227,7 @@ impl Zab {
                 continue;
             }
             let message = peer.propose(leader.epoch, Vec::new(), committed, durable, now_ms);
-            messages.push((*id, message));
-        }
-        for (id, message) in messages {
-            self.send(id, message);
+            self.send(*id, message);
         }
     }
 

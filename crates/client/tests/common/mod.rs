@@ -204,7 +204,7 @@ pub async fn within<T>(duration: Duration, future: impl std::future::Future<Outp
 /// is carried by `carry` (a plain copy in both directions, or something that reads the
 /// frames as they pass).
 pub struct CuttableListener {
-    pub port: u16,
+    port: u16,
     cut: Arc<AtomicBool>,
     connections: Arc<tokio::sync::Mutex<JoinSet<()>>>,
 }
