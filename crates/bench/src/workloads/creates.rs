@@ -2,8 +2,12 @@
 //! sends a create of a `--value-bytes` node, waits for it, sends an asynchronous delete of the
 //! new node and starts the next create. Measured once per worker count.
 
+use std::future::{poll_fn, Future};
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use zoolog_client::{open_acl_unsafe, Client, CreateMode, Error};
@@ -14,8 +18,8 @@ use crate::stats::{Measurement, Workload};
 
 /// Bound on the creates of one worker in one point.
 const CREATES_PER_WORKER_MAX: u64 = 100_000_000;
-/// Deletes a worker leaves unanswered before it waits for the oldest: the session's own
-/// outstanding limit would hold them back anyway, this also bounds the tasks.
+/// Deletes a worker leaves unanswered before it waits for one: the session's own outstanding
+/// limit would hold them back anyway, this also bounds the futures the worker polls.
 const DELETES_IN_FLIGHT_MAX: usize = 1000;
 
 pub async fn run(
@@ -65,30 +69,47 @@ struct Worker {
 }
 
 impl Worker {
+    /// The deletes are polled by the worker itself, not spawned: the benchmark client shares
+    /// the cores with the servers it measures, and a task per delete cost it a spawn, a join
+    /// and their wake-ups.
     async fn run(self, window: Window, recorder: Arc<Recorder>) {
         let acl = open_acl_unsafe();
-        let mut deletes = JoinSet::new();
+        let mut deletes = FuturesUnordered::new();
         for sequence in 0..CREATES_PER_WORKER_MAX {
             if !window.is_open() {
                 break;
             }
             let path = format!("{}{sequence}", self.path_prefix);
             let started = Instant::now();
-            let created = self
+            let create = self
                 .client
-                .create(&path, Some(&self.value), &acl, CreateMode::Persistent)
-                .await;
+                .create(&path, Some(&self.value), &acl, CreateMode::Persistent);
+            let created = while_draining(&mut deletes, create).await;
             recorder.record(&window, started, &created);
             if created.is_err() {
                 continue;
             }
             if deletes.len() >= DELETES_IN_FLIGHT_MAX {
-                deletes.join_next().await;
+                deletes.next().await;
             }
-            let client = self.client.clone();
-            deletes.spawn(async move { client.delete(&path, None).await });
+            let client = &self.client;
+            deletes.push(async move { client.delete(&path, None).await });
         }
         // Leftover nodes of failed deletes go with the workload's clean-up.
-        while deletes.join_next().await.is_some() {}
+        while deletes.next().await.is_some() {}
     }
+}
+
+/// Awaits `future` while finishing whatever `deletes` it can. The deletes are polled first, so
+/// a new delete is handed to the session before the create that follows it, in the paper's order.
+async fn while_draining<D: Future, F: Future>(
+    deletes: &mut FuturesUnordered<D>,
+    future: F,
+) -> F::Output {
+    let mut future = pin!(future);
+    poll_fn(|context| {
+        while let Poll::Ready(Some(_)) = deletes.poll_next_unpin(context) {}
+        future.as_mut().poll(context)
+    })
+    .await
 }
