@@ -3,7 +3,8 @@ sessions that move between servers and expire once for everyone, observers, read
 sync-then-read that stays linearizable when the leader is cut off.
 
 One ensemble of 3 participants and 1 observer behind the fault proxy (tests/ensemble) serves the
-whole module; every test leaves it healed with a quorum. ZK_KIND=apache runs the same tests
+module; every test leaves it healed with a quorum. The snapshot catch-up test starts an ensemble
+of its own, which snapshots every few entries. ZK_KIND=apache runs the same tests
 against Debian's ZooKeeper, except where ZooKeeper is known to fall short (said at the test).
 """
 import os
@@ -258,3 +259,39 @@ def test_sync_then_read_never_returns_stale_data_from_a_deposed_leader(ens):
         reader.close()
         writer.stop()
         writer.close()
+
+
+def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
+    """A follower that was down while the leader snapshotted past its log gets the leader's
+    snapshot, and with it every write, 6 MiB of values among them."""
+    behind_ensemble = Ensemble.create(str(tmp_path / "ensemble"), 3, settings={"snapCount": "10"})
+    try:
+        behind_ensemble.up(timeout_s=90)
+        behind = follower(behind_ensemble)
+        behind_ensemble.stop(behind)
+        values = {f"/big-{i}": bytes([i]) * (512 * 1024) for i in range(12)}
+        writer = client(behind_ensemble.hosts(behind_ensemble.leader()))
+        try:
+            for path, value in values.items():
+                writer.create(path, value)
+            for i in range(40):  # several more snapshots' worth of entries
+                writer.create(f"/small-{i}", b"s")
+        finally:
+            writer.stop()
+            writer.close()
+        behind_ensemble.start(behind)
+        behind_ensemble.wait_quorum(timeout_s=60)
+        reader = client(behind_ensemble.hosts(behind))
+        try:
+            reader.sync("/")
+            for path, value in values.items():
+                assert reader.get(path)[0] == value, path
+            assert reader.exists("/small-39") is not None
+        finally:
+            reader.stop()
+            reader.close()
+        if KIND == "zoolog":
+            log = (Path(behind_ensemble.servers[behind]["dir"]) / "server.log").read_text(errors="replace")
+            assert "installed a snapshot" in log, "the follower caught up without a snapshot"
+    finally:
+        behind_ensemble.destroy()

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -50,9 +50,16 @@ pub enum Delivery {
     Role(Role),
 }
 
-/// Frames of any one message: a snapshot travels in one `NewLeader`, so this bounds the
-/// snapshot size an ensemble can move (ZooKeeper streams its snapshots instead).
-const PEER_FRAME_BYTES_MAX: usize = 1 << 30;
+/// A message goes to a peer in pieces of at most this many bytes, each behind a length word
+/// (see [`write_message`]). Only a snapshot can need more than one piece; a message of one
+/// piece is exactly the frame earlier versions sent, so they understand it too.
+const PEER_PIECE_BYTES_MAX: usize = 1 << 30;
+/// Set in a length word whose piece the next one continues.
+const PIECE_CONTINUES: u32 = 1 << 31;
+/// One message from a peer, all its pieces together. A snapshot travels in one `NewLeader`, so
+/// this bounds the snapshot an ensemble can move to a learner; the tree it encodes must fit
+/// in each member's memory anyway.
+const PEER_MESSAGE_BYTES_MAX: usize = 32 << 30;
 /// Messages queued to one peer; beyond it messages are dropped (and later retransmitted).
 const PEER_QUEUE_MESSAGES_MAX: usize = 8192;
 /// Messages from all peers waiting for the protocol task; readers wait when it is full.
@@ -821,7 +828,7 @@ fn run_blocking<T>(operation: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Writes one frame taken from the peer's queue (and counts it out of the queue whether or
+/// Writes one message taken from the peer's queue (and counts it out of the queue whether or
 /// not the write succeeds).
 async fn write_frame(
     writer: &mut BufWriter<TcpStream>,
@@ -829,12 +836,83 @@ async fn write_frame(
     traffic: &PeerTraffic,
 ) -> std::io::Result<()> {
     traffic.dequeued(frame.len());
-    writer
-        .write_all(&(frame.len() as u32).to_be_bytes())
-        .await?;
-    writer.write_all(frame).await?;
+    write_message(writer, frame, PEER_PIECE_BYTES_MAX).await?;
     traffic.frames_sent.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// Writes `message` as pieces of at most `piece_bytes_max` bytes, each behind a big-endian
+/// length word with [`PIECE_CONTINUES`] set on all but the last. A length word has 31 bits for
+/// the length, and a reader refuses a runaway message piece by piece.
+async fn write_message<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: &[u8],
+    piece_bytes_max: usize,
+) -> std::io::Result<()> {
+    assert!(
+        piece_bytes_max > 0 && piece_bytes_max < PIECE_CONTINUES as usize,
+        "a piece's length leaves the continuation bit free"
+    );
+    let piece_count = message.len().div_ceil(piece_bytes_max).max(1);
+    for index in 0..piece_count {
+        let start = index * piece_bytes_max;
+        let piece = &message[start..message.len().min(start + piece_bytes_max)];
+        let continues = if index + 1 < piece_count {
+            PIECE_CONTINUES
+        } else {
+            0
+        };
+        writer
+            .write_all(&(piece.len() as u32 | continues).to_be_bytes())
+            .await?;
+        writer.write_all(piece).await?;
+    }
+    Ok(())
+}
+
+/// Limits on what a peer may send, checked before anything is allocated for it.
+#[derive(Debug, Clone, Copy)]
+struct MessageLimits {
+    piece_bytes_max: usize,
+    message_bytes_max: usize,
+}
+
+const PEER_MESSAGE_LIMITS: MessageLimits = MessageLimits {
+    piece_bytes_max: PEER_PIECE_BYTES_MAX,
+    message_bytes_max: PEER_MESSAGE_BYTES_MAX,
+};
+
+/// Reads one message that [`write_message`] wrote, joining its pieces.
+async fn read_message<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    limits: MessageLimits,
+) -> std::io::Result<Vec<u8>> {
+    let mut message = Vec::new();
+    loop {
+        let mut word = [0u8; 4];
+        reader.read_exact(&mut word).await?;
+        let word = u32::from_be_bytes(word);
+        let piece_bytes = (word & !PIECE_CONTINUES) as usize;
+        if piece_bytes > limits.piece_bytes_max {
+            return Err(std::io::Error::other(format!(
+                "a piece of {piece_bytes} bytes (limit {})",
+                limits.piece_bytes_max
+            )));
+        }
+        let start = message.len();
+        if start + piece_bytes > limits.message_bytes_max {
+            return Err(std::io::Error::other(format!(
+                "a message of over {} bytes (limit {})",
+                start + piece_bytes,
+                limits.message_bytes_max
+            )));
+        }
+        message.resize(start + piece_bytes, 0);
+        reader.read_exact(&mut message[start..]).await?;
+        if word & PIECE_CONTINUES == 0 {
+            return Ok(message);
+        }
+    }
 }
 
 async fn accept_loop(
@@ -903,16 +981,9 @@ async fn read_frames(
 ) -> std::io::Result<()> {
     let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, stream);
     loop {
-        let mut length = [0u8; 4];
-        reader.read_exact(&mut length).await?;
-        let length = u32::from_be_bytes(length) as usize;
-        if length > PEER_FRAME_BYTES_MAX {
-            return Err(std::io::Error::other(format!(
-                "peer {from} sent a frame of {length} bytes (limit {PEER_FRAME_BYTES_MAX})"
-            )));
-        }
-        let mut frame = vec![0u8; length];
-        reader.read_exact(&mut frame).await?;
+        let frame = read_message(&mut reader, PEER_MESSAGE_LIMITS)
+            .await
+            .map_err(|error| std::io::Error::new(error.kind(), format!("peer {from}: {error}")))?;
         let message = Message::decode(Bytes::from(frame))
             .map_err(|error| std::io::Error::other(format!("peer {from}: {error}")))?;
         traffic.frames_received.fetch_add(1, Ordering::Relaxed);
@@ -930,4 +1001,78 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: MessageLimits = MessageLimits {
+        piece_bytes_max: 8,
+        message_bytes_max: 20,
+    };
+
+    async fn wire(messages: &[&[u8]], piece_bytes_max: usize) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for message in messages {
+            write_message(&mut wire, message, piece_bytes_max)
+                .await
+                .unwrap();
+        }
+        wire
+    }
+
+    fn word(piece_bytes: u32, continues: bool) -> [u8; 4] {
+        (piece_bytes | if continues { PIECE_CONTINUES } else { 0 }).to_be_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_message_longer_than_a_piece_goes_in_pieces_and_comes_back_whole() {
+        let message: Vec<u8> = (0..20).collect();
+        let wire = wire(&[&message], 8).await;
+        let expected = [
+            &word(8, true)[..],
+            &message[..8],
+            &word(8, true),
+            &message[8..16],
+            &word(4, false),
+            &message[16..],
+        ]
+        .concat();
+        assert_eq!(wire, expected);
+        let mut reader = &wire[..];
+        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), message);
+        assert!(reader.is_empty(), "the reader stops at the message's end");
+    }
+
+    #[tokio::test]
+    async fn a_message_of_one_piece_is_the_frame_earlier_versions_sent() {
+        assert_eq!(wire(&[b"hello"], 8).await, b"\0\0\0\x05hello");
+        assert_eq!(wire(&[b""], 8).await, b"\0\0\0\0");
+        let mut reader = &b"\0\0\0\0"[..];
+        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), b"");
+    }
+
+    #[tokio::test]
+    async fn messages_follow_each_other_on_one_stream() {
+        let first: Vec<u8> = (0..17).collect();
+        let wire = wire(&[&first, b"x", b"second!"], 8).await;
+        let mut reader = &wire[..];
+        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), first);
+        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), b"x");
+        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), b"second!");
+        assert!(reader.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_piece_or_a_message_over_its_limit_is_refused_before_it_is_read() {
+        // The declared length alone condemns the piece: its bytes never arrive.
+        let mut reader = &word(9, false)[..];
+        let error = read_message(&mut reader, SMALL).await.unwrap_err();
+        assert!(error.to_string().contains("a piece of 9 bytes"), "{error}");
+        let too_long: Vec<u8> = (0..21).collect();
+        let wire = wire(&[&too_long], 8).await;
+        let error = read_message(&mut &wire[..], SMALL).await.unwrap_err();
+        assert!(error.to_string().contains("limit 20"), "{error}");
+    }
 }
