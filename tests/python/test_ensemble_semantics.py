@@ -295,3 +295,28 @@ def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
             assert "installed a snapshot" in log, "the follower caught up without a snapshot"
     finally:
         behind_ensemble.destroy()
+
+
+def test_a_follower_that_missed_more_than_its_log_queue_takes_rejoins(ens):
+    """A follower that was down while 70 MB were written catches up through one sync that holds
+    more than a zoolog member's log queue takes at once (64 MiB), and serves every write."""
+    behind = follower(ens)
+    ens.stop(behind)
+    value = b"d" * 1_000_000
+    writer = client(ens.hosts(ens.leader()))
+    try:
+        for i in range(70):
+            writer.create(f"/long-sync-{i}", value)
+    finally:
+        writer.stop()
+        writer.close()
+    ens.start(behind)
+    ens.wait_quorum(timeout_s=60)
+    reader = client(ens.hosts(behind))
+    try:
+        reader.sync("/")
+        for i in (0, 35, 69):
+            assert reader.get(f"/long-sync-{i}")[0] == value, i
+    finally:
+        reader.stop()
+        reader.close()

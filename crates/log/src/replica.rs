@@ -375,6 +375,29 @@ impl ReplicaLog {
         }
     }
 
+    /// Cuts consecutive entries into appends that each fit the queue's entry and byte
+    /// limits, in order. A learner's sync can bring more entries than the queue holds at once;
+    /// the caller appends the parts one after the other, waiting for room as the writer drains.
+    pub fn split_to_fit(&self, entries: Vec<ReplicaEntry>) -> Vec<Vec<ReplicaEntry>> {
+        let mut parts = Vec::new();
+        let mut part: Vec<ReplicaEntry> = Vec::new();
+        let mut part_bytes = 0;
+        for entry in entries {
+            let full = part.len() == self.queue_entries_max
+                || part_bytes + entry.payload.len() > self.queue_bytes_max;
+            if full && !part.is_empty() {
+                parts.push(std::mem::take(&mut part));
+                part_bytes = 0;
+            }
+            part_bytes += entry.payload.len();
+            part.push(entry);
+        }
+        if !part.is_empty() {
+            parts.push(part);
+        }
+        parts
+    }
+
     /// Reserves room in the queue's entry and byte budgets; the writer gives it back when
     /// it takes the append.
     fn reserve_queued(&self, entries: usize, bytes: usize) -> Result<(), AppendError> {

@@ -174,6 +174,47 @@ fn full_queue_and_oversized_appends_are_refused_not_blocked() {
 }
 
 #[test]
+fn an_append_larger_than_the_queue_goes_in_as_parts_that_each_fit() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.limits.queue_entries_max = 4;
+    config.limits.entry_bytes_max = 64;
+    config.limits.queue_bytes_max = 100;
+    let (log, _, mut durable) = open(&config);
+    let drained = std::thread::spawn(move || wait_durable(&mut durable, 30));
+    let all = entries(1, 30, 1);
+    assert_eq!(
+        log.append(all.clone()),
+        Err(AppendError::BatchTooLarge {
+            entries: 30,
+            bytes: all.iter().map(|entry| entry.payload.len()).sum(),
+            queue_entries_max: 4,
+            queue_bytes_max: 100,
+        })
+    );
+    let parts = log.split_to_fit(all.clone());
+    assert!(parts.len() > 1);
+    assert_eq!(parts.concat(), all, "the parts are the entries, in order");
+    for part in parts {
+        let bytes: usize = part.iter().map(|entry| entry.payload.len()).sum();
+        assert!(
+            !part.is_empty() && part.len() <= 4 && bytes <= 100,
+            "a part of {} entries and {bytes} bytes",
+            part.len()
+        );
+        // As a learner's long sync goes in: each part once the queue has room for it.
+        loop {
+            match log.append(part.clone()) {
+                Ok(()) => break,
+                Err(AppendError::Full) => std::thread::yield_now(),
+                Err(other) => panic!("{other}"),
+            }
+        }
+    }
+    drained.join().unwrap();
+}
+
+#[test]
 fn truncated_entries_never_come_back() {
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());

@@ -648,6 +648,8 @@ impl Driver {
         Ok(())
     }
 
+    /// Queues `entries` in the replica log, in parts that fit its queue: a learner's sync
+    /// (the entries after a snapshot, or a long diff) can bring more than the queue holds.
     fn append(&self, entries: Vec<Entry>) -> Result<(), LogError> {
         let entries: Vec<ReplicaEntry> = entries
             .into_iter()
@@ -657,10 +659,18 @@ impl Driver {
                 payload: entry.payload,
             })
             .collect();
+        for part in self.replica.split_to_fit(entries) {
+            self.append_part(part)?;
+        }
+        Ok(())
+    }
+
+    fn append_part(&self, part: Vec<ReplicaEntry>) -> Result<(), LogError> {
         loop {
-            match self.replica.append(entries.clone()) {
+            match self.replica.append(part.clone()) {
                 Ok(()) => return Ok(()),
-                // The protocol's in-flight limit keeps this rare: wait for the writer.
+                // The protocol's in-flight limit keeps this rare outside a learner's sync:
+                // wait for the writer.
                 Err(AppendError::Full) => {
                     run_blocking(|| std::thread::sleep(Duration::from_millis(1)))
                 }
