@@ -261,16 +261,16 @@ def test_sync_then_read_never_returns_stale_data_from_a_deposed_leader(ens):
         writer.close()
 
 
-def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
-    """A follower that was down while the leader snapshotted past its log gets the leader's
-    snapshot, and with it every write, 6 MiB of values among them."""
-    behind_ensemble = Ensemble.create(str(tmp_path / "ensemble"), 3, settings={"snapCount": "10"})
+def catch_up_by_snapshot(directory, values, snap_count):
+    """Stops a follower, writes values (path to bytes) and a few small nodes through the leader
+    of a fresh ensemble that snapshots every snap_count entries or so, restarts the follower
+    and checks that it serves every write, after installing a snapshot (zoolog)."""
+    behind_ensemble = Ensemble.create(str(directory), 3, settings={"snapCount": str(snap_count)})
     try:
         behind_ensemble.up(timeout_s=90)
         behind = follower(behind_ensemble)
         behind_ensemble.stop(behind)
-        values = {f"/big-{i}": bytes([i]) * (512 * 1024) for i in range(12)}
-        writer = client(behind_ensemble.hosts(behind_ensemble.leader()))
+        writer = client(behind_ensemble.hosts(behind_ensemble.leader()), timeout=30)
         try:
             for path, value in values.items():
                 writer.create(path, value)
@@ -281,7 +281,7 @@ def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
             writer.close()
         behind_ensemble.start(behind)
         behind_ensemble.wait_quorum(timeout_s=60)
-        reader = client(behind_ensemble.hosts(behind))
+        reader = client(behind_ensemble.hosts(behind), timeout=30)
         try:
             reader.sync("/")
             for path, value in values.items():
@@ -295,6 +295,23 @@ def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
             assert "installed a snapshot" in log, "the follower caught up without a snapshot"
     finally:
         behind_ensemble.destroy()
+
+
+def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
+    """A follower that was down while the leader snapshotted past its log gets the leader's
+    snapshot, and with it every write, 6 MiB of values among them."""
+    values = {f"/big-{i}": bytes([i]) * (512 * 1024) for i in range(12)}
+    catch_up_by_snapshot(tmp_path / "ensemble", values, snap_count=10)
+
+
+@pytest.mark.skipif(os.environ.get("ZK_BIG_SNAPSHOT") != "1",
+                    reason="ZK_BIG_SNAPSHOT=1: 1.6 GB of values, about 10 GiB of memory and 15 GB of disk")
+def test_a_snapshot_larger_than_one_piece_reaches_a_follower(tmp_path):
+    """The same with 1,600 values of 1 MB: the snapshot the follower gets is larger than one
+    1 GiB piece of zoolog's peer protocol, so it travels in two."""
+    value = b"v" * 1_000_000
+    values = {f"/n{i}": value for i in range(1600)}
+    catch_up_by_snapshot(tmp_path / "ensemble", values, snap_count=400)
 
 
 def test_a_follower_that_missed_more_than_its_log_queue_takes_rejoins(ens):
