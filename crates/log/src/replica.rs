@@ -379,6 +379,12 @@ impl ReplicaLog {
     /// limits, in order. A learner's sync can bring more entries than the queue holds at once;
     /// the caller appends the parts one after the other, waiting for room as the writer drains.
     pub fn split_to_fit(&self, entries: Vec<ReplicaEntry>) -> Vec<Vec<ReplicaEntry>> {
+        // Every broadcast batch takes this path: one that fits is not copied.
+        if entries.len() <= self.queue_entries_max
+            && entries_bytes(&entries) <= self.queue_bytes_max
+        {
+            return vec![entries];
+        }
         let mut parts = Vec::new();
         let mut part: Vec<ReplicaEntry> = Vec::new();
         let mut part_bytes = 0;

@@ -132,14 +132,23 @@ fn appends_that_do_not_continue_the_log_are_refused() {
     assert_eq!(log.append(vec![]), Ok(()));
 }
 
+/// A log whose queue takes at most 4 entries (each of at most 64 bytes) and `queue_bytes_max`
+/// bytes at once.
+fn open_with_small_queue(
+    root: &Path,
+    queue_bytes_max: usize,
+) -> (ReplicaLog, ReplicaRecovered, Receiver<Durable>) {
+    let mut config = config(root);
+    config.limits.queue_entries_max = 4;
+    config.limits.entry_bytes_max = 64;
+    config.limits.queue_bytes_max = queue_bytes_max;
+    open(&config)
+}
+
 #[test]
 fn full_queue_and_oversized_appends_are_refused_not_blocked() {
     let root = tempfile::tempdir().unwrap();
-    let mut config = config(root.path());
-    config.limits.queue_entries_max = 4;
-    config.limits.entry_bytes_max = 64;
-    config.limits.queue_bytes_max = 256;
-    let (log, _, mut durable) = open(&config);
+    let (log, _, mut durable) = open_with_small_queue(root.path(), 256);
     let big = vec![ReplicaEntry {
         position: 1,
         epoch: 1,
@@ -176,11 +185,7 @@ fn full_queue_and_oversized_appends_are_refused_not_blocked() {
 #[test]
 fn an_append_larger_than_the_queue_goes_in_as_parts_that_each_fit() {
     let root = tempfile::tempdir().unwrap();
-    let mut config = config(root.path());
-    config.limits.queue_entries_max = 4;
-    config.limits.entry_bytes_max = 64;
-    config.limits.queue_bytes_max = 100;
-    let (log, _, mut durable) = open(&config);
+    let (log, _, mut durable) = open_with_small_queue(root.path(), 100);
     let drained = std::thread::spawn(move || wait_durable(&mut durable, 30));
     let all = entries(1, 30, 1);
     assert_eq!(
