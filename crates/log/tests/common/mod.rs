@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: every test works on real files in a tempdir.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod replica;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
