@@ -314,6 +314,37 @@ def test_a_snapshot_larger_than_one_piece_reaches_a_follower(tmp_path):
     catch_up_by_snapshot(tmp_path / "ensemble", values, snap_count=400)
 
 
+def newest_snapshot_zxid(member_dir):
+    """The zxid in the name of a member's newest snapshot (zoolog: snapshot-<hex>...,
+    ZooKeeper: snapshot.<hex>), or -1."""
+    zxids = [int(path.name.split(".")[1], 16) for path in Path(member_dir).rglob("snapshot.*")]
+    zxids += [int(path.name[len("snapshot-"):len("snapshot-") + 16], 16)
+              for path in Path(member_dir).rglob("snapshot-*")]
+    return max(zxids, default=-1)
+
+
+def test_large_values_make_every_member_snapshot_long_before_snap_count(tmp_path):
+    """snapSizeLimitInKb: a member snapshots once that many bytes are logged, however few the
+    entries. 24 values of 256 KB, with a limit of 1 MiB and the default snapCount of 100,000,
+    leave every member a snapshot taken in the second half of the writes. (A zoolog member holds
+    the entries since its last snapshot in memory, so this bounds its memory too.)"""
+    sized = Ensemble.create(str(tmp_path / "ensemble"), 3, settings={"snapSizeLimitInKb": "1024"})
+    try:
+        sized.up(timeout_s=90)
+        writer = client(sized.hosts(sized.leader()), timeout=30)
+        try:
+            zxids = [writer.create(f"/v{i}", b"v" * 256 * 1024) and writer.exists(f"/v{i}").czxid
+                     for i in range(24)]
+        finally:
+            writer.stop()
+            writer.close()
+        late = zxids[12]
+        wait_for(lambda: all(newest_snapshot_zxid(sized.servers[sid]["dir"]) >= late for sid in sized.ids),
+                 30, f"a snapshot at or after zxid {late:#x} on every member")
+    finally:
+        sized.destroy()
+
+
 def test_a_follower_that_missed_more_than_its_log_queue_takes_rejoins(ens):
     """A follower that was down while 70 MB were written catches up through one sync that holds
     more than a zoolog member's log queue takes at once (64 MiB), and serves every write."""

@@ -41,6 +41,7 @@
 //! | `autopurge.snapRetainCount` (values below 3 become 3) | `snapshots_retained` |
 //! | `autopurge.purgeInterval` | `purge_interval_hours` |
 //! | `snapCount`, `zookeeper.snapCount` (values below 2 become 2) | `entries_per_snapshot` |
+//! | `snapSizeLimitInKb`, `zookeeper.snapSizeLimitInKb` (0 or less: no limit; default 512 MiB, not ZooKeeper's 4 GiB, since an ensemble member holds the entries since its last snapshot in memory) | `log_bytes_per_snapshot` |
 //! | `4lw.commands.whitelist`, `zookeeper.4lw.commands.whitelist` | `four_letter_words` |
 //! | `reconfigEnabled` | `reconfig_enabled` |
 //! | `globalOutstandingLimit`, `zookeeper.globalOutstandingLimit` | `outstanding_requests_per_connection_max` |
@@ -135,6 +136,8 @@ pub struct ServerConfig {
     pub purge_interval_hours: u64,
     /// snapCount: entries between snapshots.
     pub entries_per_snapshot: u64,
+    /// snapSizeLimitInKb, in bytes: log bytes between snapshots (None: no limit).
+    pub log_bytes_per_snapshot: Option<u64>,
     /// myid from dataDir (1 in standalone when absent, as ZooKeeper's standalone session ids).
     pub server_id: u8,
     /// zookeeper.DigestAuthenticationProvider.superDigest: "super:<base64 sha1>".
@@ -284,6 +287,7 @@ impl Default for ServerConfig {
             snapshots_retained: 3,
             purge_interval_hours: 0,
             entries_per_snapshot: 100_000,
+            log_bytes_per_snapshot: Some(LOG_BYTES_PER_SNAPSHOT_DEFAULT),
             server_id: 1,
             super_digest: None,
             extended_types_enabled: false,
@@ -305,6 +309,9 @@ impl Default for ServerConfig {
 
 const DEFAULT_TICK_MS: u64 = 3000;
 const DEFAULT_DATA_DIR: &str = "./zoolog-data";
+/// snapSizeLimitInKb's default: ZooKeeper's 4 GiB bounds a log on disk, but an ensemble
+/// member here holds the entries since its last snapshot in memory as well.
+const LOG_BYTES_PER_SNAPSHOT_DEFAULT: u64 = 512 << 20;
 /// ZooKeeper reads most numeric settings into a Java `int`.
 const INT_MAX: i64 = i32::MAX as i64;
 /// More threads than this is a typo, not a machine.
@@ -946,6 +953,7 @@ enum Setting {
     SnapRetainCount,
     PurgeInterval,
     SnapCount,
+    SnapSizeLimit,
     FourLetterWords,
     ReconfigEnabled,
     GlobalOutstandingLimit,
@@ -989,6 +997,8 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("autopurge.purgeInterval", Setting::PurgeInterval),
     ("snapCount", Setting::SnapCount),
     ("zookeeper.snapCount", Setting::SnapCount),
+    ("snapSizeLimitInKb", Setting::SnapSizeLimit),
+    ("zookeeper.snapSizeLimitInKb", Setting::SnapSizeLimit),
     ("4lw.commands.whitelist", Setting::FourLetterWords),
     ("zookeeper.4lw.commands.whitelist", Setting::FourLetterWords),
     ("reconfigEnabled", Setting::ReconfigEnabled),
@@ -1264,6 +1274,10 @@ impl Builder {
                     );
                 }
                 c.entries_per_snapshot = count.max(2) as u64;
+            }
+            Setting::SnapSizeLimit => {
+                let kib = int(i64::MIN, i64::MAX / 1024)?;
+                c.log_bytes_per_snapshot = (kib > 0).then(|| kib as u64 * 1024);
             }
             Setting::FourLetterWords => {
                 c.four_letter_words = parse_four_letter_words(value, origin, key)

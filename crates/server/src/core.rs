@@ -280,9 +280,7 @@ pub struct Core {
     next_touch_ms: u64,
     /// Read-only sessions exist only on the server that made them, never in the log.
     local_sessions_made: u64,
-    entries_since_snapshot: u64,
-    /// Entries after which the next snapshot is taken: see [`snapshot_threshold`].
-    next_snapshot_after: u64,
+    snapshot_schedule: SnapshotSchedule,
     snapshots_started: u64,
     snapshot_in_flight: bool,
     next_reap_ms: u64,
@@ -319,7 +317,7 @@ impl Core {
         } else {
             Role::Standalone
         };
-        let next_snapshot_after = snapshot_threshold(&config, 0);
+        let snapshot_schedule = SnapshotSchedule::new(&config, 0);
         Core {
             role,
             touched: Default::default(),
@@ -335,8 +333,7 @@ impl Core {
             sessions,
             per_ip: HashMap::new(),
             pending_handshakes: HashMap::new(),
-            entries_since_snapshot: 0,
-            next_snapshot_after,
+            snapshot_schedule,
             snapshots_started: 0,
             snapshot_in_flight: false,
             now,
@@ -1267,7 +1264,7 @@ impl Core {
             ),
         };
         let applied = self.tree.apply(position, &envelope.command);
-        self.entries_since_snapshot += 1;
+        self.snapshot_schedule.record(entry.len());
         self.deliver_watch_events(position, &applied.triggers);
         self.note_signs_of_life(&envelope.command);
         let ours = envelope.origin == self.origin;
@@ -1378,7 +1375,7 @@ impl Core {
         }
         self.sessions = live_sessions(&tree, self.now.monotonic_ms);
         self.tree = tree;
-        self.entries_since_snapshot = 0;
+        self.snapshot_schedule.restart();
     }
 
     /// Leaving the quorum drops every client whose requests can no longer be ordered (their
@@ -1528,28 +1525,72 @@ impl Core {
     }
 
     fn maybe_snapshot(&mut self) {
-        if self.snapshot_in_flight || self.entries_since_snapshot < self.next_snapshot_after {
+        if self.snapshot_in_flight || !self.snapshot_schedule.is_due() {
             return;
         }
         self.snapshot_in_flight = true;
-        self.entries_since_snapshot = 0;
         self.snapshots_started += 1;
-        self.next_snapshot_after = snapshot_threshold(&self.config, self.snapshots_started);
+        self.snapshot_schedule = SnapshotSchedule::new(&self.config, self.snapshots_started);
         self.out.push(Output::SaveSnapshot {
             tree: self.tree.clone(),
         });
     }
 }
 
-/// Entries between two snapshots: between half of snapCount and snapCount, different for each
-/// server and each snapshot (as ZooKeeper's random roll), so that the members of an ensemble,
-/// which apply the same entries at the same pace, do not all write a snapshot at the same
-/// moment. Derived from the server id and the snapshot count rather than drawn, so that a
-/// deterministic driver stays deterministic.
-fn snapshot_threshold(config: &ServerConfig, snapshots_started: u64) -> u64 {
-    let half = config.entries_per_snapshot / 2;
-    let spread = config.entries_per_snapshot - half;
-    let seed = (u64::from(config.server_id) << 32) ^ snapshots_started;
+/// When the next snapshot is due: after snapCount entries, or after snapSizeLimitInKb of them,
+/// whichever comes first. Each limit is rolled between its half and itself, differently for
+/// each server and each snapshot (as ZooKeeper's random roll), so that the members of an
+/// ensemble, which apply the same entries at the same pace, do not all write a snapshot at
+/// the same moment. Derived from the server id and the snapshot count rather than drawn, so
+/// that a deterministic driver stays deterministic.
+///
+/// The byte limit matters more here than in ZooKeeper: an ensemble member holds every entry
+/// since its last snapshot in memory (to sync learners), so large values under the count
+/// limit alone could fill it.
+#[derive(Debug)]
+struct SnapshotSchedule {
+    entries: u64,
+    bytes: u64,
+    entries_due: u64,
+    bytes_due: Option<u64>,
+}
+
+impl SnapshotSchedule {
+    fn new(config: &ServerConfig, snapshots_started: u64) -> SnapshotSchedule {
+        let seed = (u64::from(config.server_id) << 32) ^ snapshots_started;
+        SnapshotSchedule {
+            entries: 0,
+            bytes: 0,
+            entries_due: rolled(config.entries_per_snapshot, seed),
+            bytes_due: config
+                .log_bytes_per_snapshot
+                .map(|limit| rolled(limit, seed ^ BYTES_ROLL_STREAM)),
+        }
+    }
+
+    fn record(&mut self, entry_bytes: usize) {
+        self.entries += 1;
+        self.bytes += entry_bytes as u64;
+    }
+
+    fn is_due(&self) -> bool {
+        self.entries >= self.entries_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
+    }
+
+    /// The state was replaced by a snapshot: count from it.
+    fn restart(&mut self) {
+        self.entries = 0;
+        self.bytes = 0;
+    }
+}
+
+/// Keeps the byte roll from moving in step with the entry roll.
+const BYTES_ROLL_STREAM: u64 = 0x5eed_0000_b17e_5000;
+
+/// A value in `[limit / 2, limit)` (1 for a limit of 2), scattered by `seed`.
+fn rolled(limit: u64, seed: u64) -> u64 {
+    let half = limit / 2;
+    let spread = limit - half;
     half + mix64(seed) % spread.max(1)
 }
 
@@ -1601,16 +1642,65 @@ mod tests {
         for server_id in 1..=5 {
             let config = config_of(server_id);
             for snapshots_started in 0..100 {
-                let threshold = snapshot_threshold(&config, snapshots_started);
-                assert!((50_000..100_000).contains(&threshold), "{threshold}");
+                let due = SnapshotSchedule::new(&config, snapshots_started).entries_due;
+                assert!((50_000..100_000).contains(&due), "{due}");
             }
-            first_thresholds.insert(snapshot_threshold(&config, 0));
+            first_thresholds.insert(SnapshotSchedule::new(&config, 0).entries_due);
         }
         assert_eq!(first_thresholds.len(), 5, "{first_thresholds:?}");
         let smallest = ServerConfig {
             entries_per_snapshot: 2,
             ..ServerConfig::default()
         };
-        assert_eq!(snapshot_threshold(&smallest, 7), 1);
+        assert_eq!(SnapshotSchedule::new(&smallest, 7).entries_due, 1);
+    }
+
+    #[test]
+    fn a_snapshot_is_due_after_snap_count_entries_or_snap_size_bytes_whichever_first() {
+        let config = ServerConfig {
+            entries_per_snapshot: 1_000,
+            log_bytes_per_snapshot: Some(1 << 20),
+            ..ServerConfig::default()
+        };
+        let entries_only = |bytes_per_entry: usize| {
+            let mut schedule = SnapshotSchedule::new(&config, 3);
+            let mut entries = 0;
+            while !schedule.is_due() {
+                schedule.record(bytes_per_entry);
+                entries += 1;
+            }
+            entries
+        };
+        let small = entries_only(10);
+        assert!(
+            (500..1_000).contains(&small),
+            "small entries: due after {small}"
+        );
+        let large = entries_only(64 << 10);
+        assert!(
+            (8..16).contains(&large),
+            "64 KiB entries: due after {large}"
+        );
+
+        let mut schedule = SnapshotSchedule::new(&config, 3);
+        for _ in 0..large {
+            schedule.record(64 << 10);
+        }
+        assert!(schedule.is_due());
+        schedule.restart();
+        assert!(
+            !schedule.is_due(),
+            "an installed snapshot starts the count over"
+        );
+
+        let unlimited = ServerConfig {
+            log_bytes_per_snapshot: None,
+            ..config
+        };
+        let mut schedule = SnapshotSchedule::new(&unlimited, 3);
+        for _ in 0..499 {
+            schedule.record(64 << 20);
+        }
+        assert!(!schedule.is_due(), "no byte limit: only the count");
     }
 }

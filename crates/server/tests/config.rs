@@ -211,6 +211,7 @@ fn full_zoo_cfg_with_every_key() {
          autopurge.snapRetainCount=10\r\n\
          autopurge.purgeInterval=24\r\n\
          snapCount=50000\r\n\
+         snapSizeLimitInKb=1048576\r\n\
          4lw.commands.whitelist=srvr, ruok,stat mntr\r\n\
          reconfigEnabled=false\r\n\
          globalOutstandingLimit=2000\r\n\
@@ -246,6 +247,7 @@ fn full_zoo_cfg_with_every_key() {
         snapshots_retained: 10,
         purge_interval_hours: 24,
         entries_per_snapshot: 50000,
+        log_bytes_per_snapshot: Some(1 << 30),
         server_id: 1,
         super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
         extended_types_enabled: true,
@@ -552,6 +554,27 @@ fn precedence_file_then_jvm_flags_then_arguments() {
     )
     .unwrap();
     assert_eq!(c.entries_per_snapshot, 6);
+}
+
+#[test]
+fn snap_size_limit_is_in_kib_and_non_positive_turns_it_off() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let file = dir.write("zoo.cfg", &format!("dataDir={data}\n"));
+    let file = file.to_str().unwrap();
+    let limit = |flags: &str| {
+        ServerConfig::from_args(&args(&[file]), Some(flags))
+            .unwrap()
+            .log_bytes_per_snapshot
+    };
+    assert_eq!(limit(""), Some(512 << 20), "the default");
+    assert_eq!(limit("-Dzookeeper.snapSizeLimitInKb=64"), Some(64 << 10));
+    assert_eq!(limit("-Dzookeeper.snapSizeLimitInKb=0"), None);
+    assert_eq!(limit("-Dzookeeper.snapSizeLimitInKb=-1"), None);
+    assert!(
+        error(&[file], Some("-Dzookeeper.snapSizeLimitInKb=lots")).contains("snapSizeLimitInKb"),
+        "a value that is not a number is refused, by name"
+    );
 }
 
 #[test]
