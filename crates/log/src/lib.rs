@@ -39,7 +39,7 @@ pub use replica::{
     Durable, ReplicaEntry, ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
 };
 pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
-pub use snapshot::{SnapshotStore, SNAPSHOTS_RETAINED_MIN};
+pub use snapshot::{SnapshotSink, SnapshotStore, SNAPSHOTS_RETAINED_MIN};
 
 use bytes::Bytes;
 

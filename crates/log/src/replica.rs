@@ -47,7 +47,7 @@ use crate::segment::{
     list_segments, purge_segments, recover_wal, truncate_file, ActiveSegment, FsyncStats,
     SegmentWriter,
 };
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{LogStats, Position};
 
 /// Bytes the entry's epoch takes at the start of a record's payload.
@@ -466,13 +466,23 @@ impl ReplicaLog {
     /// leaves the snapshot and segments holding only positions it covers, which `open`
     /// discards. Blocking.
     pub fn install_snapshot(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        self.install_snapshot_streamed(position, |sink| sink.write(payload))
+    }
+
+    /// As [`ReplicaLog::install_snapshot`], with the payload written piece by piece by
+    /// `produce` (see [`SnapshotStore::save_streamed`]).
+    pub fn install_snapshot_streamed(
+        &self,
+        position: Position,
+        produce: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
+    ) -> Result<(), LogError> {
         {
             let order = lock(&self.order);
             check_install(&order, position)?;
         }
         // Saved here rather than on the writer so a large payload is neither copied nor
         // holding up the appends queued before it (all of them at or below `position`).
-        self.snapshots.save(position, payload)?;
+        self.snapshots.save_streamed(position, produce)?;
         self.run_on_writer(|order, done| {
             check_install(order, position)?;
             let op = Op::RestartAfterSnapshot { position, done };
@@ -486,18 +496,30 @@ impl ReplicaLog {
     /// Durably stores a snapshot of committed state exact at `position` (which the log must
     /// have reached), then purges. Runs on the caller's thread, beside the writer.
     pub fn save_snapshot(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        self.save_snapshot_streamed(position, |sink| sink.write(payload))
+            .map(|_| ())
+    }
+
+    /// As [`ReplicaLog::save_snapshot`], with the payload written piece by piece by `produce`
+    /// (see [`SnapshotStore::save_streamed`]); returns its length.
+    pub fn save_snapshot_streamed(
+        &self,
+        position: Position,
+        produce: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
+    ) -> Result<u64, LogError> {
         let last_queued = lock(&self.order).last_queued;
         if position > last_queued {
             return Err(LogError::InvalidRequest(format!(
                 "snapshot at position {position} is beyond the end of the log at {last_queued}"
             )));
         }
-        self.snapshots.save(position, payload)?;
+        let payload_len = self.snapshots.save_streamed(position, produce)?;
         {
             let mut order = lock(&self.order);
             order.snapshot_floor = order.snapshot_floor.max(position);
         }
-        self.purge()
+        self.purge()?;
+        Ok(payload_len)
     }
 
     /// Deletes snapshots beyond the retained count and the WAL segments that only hold

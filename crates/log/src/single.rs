@@ -22,7 +22,7 @@ use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::RecoveredTail;
 use crate::segment::{purge_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{CommittedBatch, OrderingLayer, Position};
 
 /// Where the log lives and the limits of every queue and buffer in it.
@@ -205,6 +205,17 @@ impl SingleLog {
     /// Durably stores the state exact at `position` (which must be committed), then purges.
     /// Blocking IO: call it from a background thread.
     pub fn save_snapshot(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        self.save_snapshot_streamed(position, |sink| sink.write(payload))
+            .map(|_| ())
+    }
+
+    /// As [`SingleLog::save_snapshot`], with the payload written piece by piece by `produce`
+    /// (see [`SnapshotStore::save_streamed`]); returns its length.
+    pub fn save_snapshot_streamed(
+        &self,
+        position: Position,
+        produce: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
+    ) -> Result<u64, LogError> {
         let committed = self.committed_position();
         if position > committed {
             return Err(LogError::SnapshotBeyondCommitted {
@@ -212,8 +223,9 @@ impl SingleLog {
                 committed,
             });
         }
-        self.snapshots.save(position, payload)?;
-        self.purge()
+        let payload_len = self.snapshots.save_streamed(position, produce)?;
+        self.purge()?;
+        Ok(payload_len)
     }
 
     /// Deletes snapshots beyond the retained count and the WAL segments that only hold

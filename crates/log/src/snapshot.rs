@@ -5,7 +5,8 @@
 //! cut short by a crash, or renamed to another position by hand, is rejected.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -38,19 +39,46 @@ fn parse_snapshot_file_name(name: &str) -> Option<Position> {
 }
 
 fn checksum(position: Position, payload: &[u8]) -> u32 {
-    let mut crc = crc32c::crc32c(&position.to_le_bytes());
-    crc = crc32c::crc32c_append(crc, &(payload.len() as u64).to_le_bytes());
-    crc32c::crc32c_append(crc, payload)
+    checksum_of_parts(position, payload.len() as u64, crc32c::crc32c(payload))
 }
 
-fn encode_header(position: Position, payload: &[u8]) -> [u8; HEADER_BYTES] {
+/// The checksum of position, length and payload, from the payload's own checksum: the
+/// payload can be summed as it is written, before its length is known.
+fn checksum_of_parts(position: Position, payload_len: u64, payload_crc: u32) -> u32 {
+    let mut crc = crc32c::crc32c(&position.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &payload_len.to_le_bytes());
+    crc32c::crc32c_combine(crc, payload_crc, payload_len as usize)
+}
+
+fn encode_header(position: Position, payload_len: u64, payload_crc: u32) -> [u8; HEADER_BYTES] {
     let mut header = [0u8; HEADER_BYTES];
     header[0..8].copy_from_slice(MAGIC);
     header[8..16].copy_from_slice(&position.to_le_bytes());
-    header[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    header[24..28].copy_from_slice(&checksum(position, payload).to_le_bytes());
+    header[16..24].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = checksum_of_parts(position, payload_len, payload_crc);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
     header
 }
+
+/// Where a snapshot's payload goes while it is produced: to the file, summed and counted.
+pub struct SnapshotSink<'a> {
+    out: BufWriter<&'a File>,
+    payload_crc: u32,
+    payload_len: u64,
+}
+
+impl SnapshotSink<'_> {
+    /// Appends the next bytes of the payload.
+    pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.payload_crc = crc32c::crc32c_append(self.payload_crc, bytes);
+        self.payload_len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Bytes a snapshot's file writes gather before they go to the kernel.
+const SINK_BUFFER_BYTES: usize = 1 << 20;
 
 struct Header {
     position: Position,
@@ -152,11 +180,22 @@ impl SnapshotStore {
         Ok(())
     }
 
-    /// Durably stores `payload` as the state exact at `position`. Blocking: call it from a
-    /// thread that may wait for the disk. A crash at any point leaves either the previous set
-    /// of snapshots or the previous set plus this one, never a half-written snapshot under
-    /// its final name.
+    /// Durably stores `payload` as the state exact at `position`; see [`SnapshotStore::save_streamed`].
     pub fn save(&self, position: Position, payload: &[u8]) -> Result<(), LogError> {
+        self.save_streamed(position, |sink| sink.write(payload))
+            .map(|_| ())
+    }
+
+    /// Durably stores the payload `produce` writes, piece by piece, as the state exact at
+    /// `position`, and returns its length: a large state goes to the file without being whole
+    /// in memory. Blocking: call it from a thread that may wait for the disk. A crash at any
+    /// point leaves either the previous set of snapshots or the previous set plus this one,
+    /// never a half-written snapshot under its final name.
+    pub fn save_streamed(
+        &self,
+        position: Position,
+        produce: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
+    ) -> Result<u64, LogError> {
         let _guard = self
             .file_lock
             .lock()
@@ -165,16 +204,34 @@ impl SnapshotStore {
         let tmp_path = self
             .dir
             .join(format!("{}{TMP_SUFFIX}", snapshot_file_name(position)));
-        let write = || -> std::io::Result<()> {
-            let mut file = File::create(&tmp_path)?;
-            file.write_all(&encode_header(position, payload))?;
-            file.write_all(payload)?;
-            file.sync_all()
+        let write = || -> std::io::Result<u64> {
+            let file = File::create(&tmp_path)?;
+            // The header, which sums the whole payload, is written last, over this space.
+            (&file).write_all(&[0; HEADER_BYTES])?;
+            let mut sink = SnapshotSink {
+                out: BufWriter::with_capacity(SINK_BUFFER_BYTES, &file),
+                payload_crc: 0,
+                payload_len: 0,
+            };
+            produce(&mut sink)?;
+            sink.out.flush()?;
+            let header = encode_header(position, sink.payload_len, sink.payload_crc);
+            file.write_all_at(&header, 0)?;
+            file.sync_all()?;
+            Ok(sink.payload_len)
         };
-        write().context(|| format!("write snapshot {}", tmp_path.display()))?;
+        let payload_len = match write() {
+            Ok(payload_len) => payload_len,
+            Err(error) => {
+                // Nothing refers to it; a restart would delete it anyway.
+                let _ = fs::remove_file(&tmp_path);
+                return Err(error).context(|| format!("write snapshot {}", tmp_path.display()));
+            }
+        };
         fs::rename(&tmp_path, &final_path)
             .context(|| format!("rename {} to {}", tmp_path.display(), final_path.display()))?;
-        fsync_dir(&self.dir)
+        fsync_dir(&self.dir)?;
+        Ok(payload_len)
     }
 
     /// Positions of the snapshot files present, newest first, whatever their state.
@@ -285,9 +342,67 @@ mod tests {
     use super::*;
 
     fn image(position: Position, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = encode_header(position, payload).to_vec();
+        let mut bytes =
+            encode_header(position, payload.len() as u64, crc32c::crc32c(payload)).to_vec();
         bytes.extend_from_slice(payload);
         bytes
+    }
+
+    #[test]
+    fn the_checksum_summed_in_parts_is_the_one_files_have_always_had() {
+        let payload = b"a state of some length, summed before its length is known";
+        let mut direct = crc32c::crc32c(&42u64.to_le_bytes());
+        direct = crc32c::crc32c_append(direct, &(payload.len() as u64).to_le_bytes());
+        direct = crc32c::crc32c_append(direct, payload);
+        assert_eq!(checksum(42, payload), direct);
+        assert_eq!(checksum(42, b""), {
+            let crc = crc32c::crc32c(&42u64.to_le_bytes());
+            crc32c::crc32c_append(crc, &0u64.to_le_bytes())
+        });
+    }
+
+    #[test]
+    fn a_payload_saved_in_pieces_is_the_file_saved_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole_store = SnapshotStore::open(dir.path().join("whole"), 3).unwrap();
+        let pieces_store = SnapshotStore::open(dir.path().join("pieces"), 3).unwrap();
+        let payload: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        whole_store.save(7, &payload).unwrap();
+        let length = pieces_store
+            .save_streamed(7, |sink| {
+                payload.chunks(999).try_for_each(|piece| sink.write(piece))
+            })
+            .unwrap();
+        assert_eq!(length, payload.len() as u64);
+        let file = |store: &SnapshotStore| fs::read(store.path_of(7)).unwrap();
+        assert_eq!(file(&pieces_store), file(&whole_store));
+        assert_eq!(
+            pieces_store.load_newest_valid().unwrap(),
+            Some((7, Bytes::from(payload)))
+        );
+    }
+
+    #[test]
+    fn a_producer_that_fails_leaves_no_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path(), 3).unwrap();
+        store.save(3, b"older").unwrap();
+        let error = store
+            .save_streamed(9, |sink| {
+                sink.write(b"half a state")?;
+                Err(std::io::Error::other("the encoder gave up"))
+            })
+            .unwrap_err();
+        assert!(error.to_string().contains("the encoder gave up"), "{error}");
+        assert_eq!(
+            store.load_newest_valid().unwrap(),
+            Some((3, Bytes::from_static(b"older")))
+        );
+        assert_eq!(
+            file_names(dir.path()).unwrap(),
+            vec![snapshot_file_name(3)],
+            "the unfinished file is gone"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use zoolog_log::{
     AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry, ReplicaEpochs,
-    ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
+    ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink,
 };
 use zoolog_zab::{
     Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, MemberRole, Message,
@@ -313,9 +313,14 @@ impl Ensemble {
         self.replica.snapshot_store().dir()
     }
 
-    /// Stores the state exact at `position` (a delivered position) with its epoch, then lets
-    /// the protocol forget the entries it covers. Blocking: call it from a blocking thread.
-    pub fn save_snapshot(&self, position: Position, tree_bytes: &[u8]) -> Result<(), LogError> {
+    /// Stores the state exact at `position` (a delivered position), which `write_state`
+    /// writes, behind its epoch, then lets the protocol forget the entries it covers; returns
+    /// the stored length. Blocking: call it from a blocking thread.
+    pub fn save_snapshot(
+        &self,
+        position: Position,
+        write_state: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
+    ) -> Result<u64, LogError> {
         let (reply, answer) = oneshot::channel();
         let epoch = self
             .control
@@ -328,14 +333,14 @@ impl Ensemble {
                     "the protocol no longer knows the epoch of position {position}"
                 ))
             })?;
-        let mut payload = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + tree_bytes.len());
-        payload.extend_from_slice(&epoch.to_be_bytes());
-        payload.extend_from_slice(tree_bytes);
-        self.replica.save_snapshot(position, &payload)?;
+        let stored_bytes = self.replica.save_snapshot_streamed(position, |sink| {
+            sink.write(&epoch.to_be_bytes())?;
+            write_state(sink)
+        })?;
         let _ = self
             .control
             .blocking_send(Control::SnapshotSaved { position });
-        Ok(())
+        Ok(stored_bytes)
     }
 
     pub fn purge(&self) -> Result<(), LogError> {
@@ -619,10 +624,12 @@ impl Driver {
                     epoch,
                     payload,
                 } => {
-                    let mut stored = Vec::with_capacity(SNAPSHOT_EPOCH_BYTES + payload.len());
-                    stored.extend_from_slice(&epoch.to_be_bytes());
-                    stored.extend_from_slice(&payload);
-                    run_blocking(|| self.replica.install_snapshot(position, &stored))?;
+                    run_blocking(|| {
+                        self.replica.install_snapshot_streamed(position, |sink| {
+                            sink.write(&epoch.to_be_bytes())?;
+                            sink.write(&payload)
+                        })
+                    })?;
                     self.committed.store(position, Ordering::Release);
                     self.deliver(Delivery::InstallSnapshot { position, payload })
                         .await;

@@ -14,7 +14,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
-use zoolog_log::{CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig};
+use zoolog_log::{
+    CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig, SnapshotSink,
+};
 use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
 use zoolog_tree::{ConnectionId, DataTree};
 
@@ -204,11 +206,15 @@ impl OrderingLog {
         }
     }
 
+    /// Stores the tree's snapshot, encoded straight into the file; returns its length.
     /// Blocking IO: call it from a blocking thread.
-    fn save_snapshot(&self, position: u64, bytes: &[u8]) -> Result<(), LogError> {
+    fn save_snapshot(&self, position: u64, tree: &DataTree) -> Result<u64, LogError> {
+        let write_tree = |sink: &mut SnapshotSink<'_>| {
+            tree.encode_snapshot_in_pieces(SNAPSHOT_PIECE_BYTES, |piece| sink.write(piece))
+        };
         match self {
-            OrderingLog::Single(log) => log.save_snapshot(position, bytes),
-            OrderingLog::Ensemble(ensemble) => ensemble.save_snapshot(position, bytes),
+            OrderingLog::Single(log) => log.save_snapshot_streamed(position, write_tree),
+            OrderingLog::Ensemble(ensemble) => ensemble.save_snapshot(position, write_tree),
         }
     }
 
@@ -709,11 +715,9 @@ impl CoreTask {
         tokio::task::spawn_blocking(move || {
             let _background = BackgroundPriority::enter();
             let started = Instant::now();
-            let mut bytes = Vec::new();
-            tree.encode_snapshot(&mut bytes);
             let position = tree.last_applied_zxid() as u64;
-            let written = match ordering.save_snapshot(position, &bytes) {
-                Ok(()) => {
+            let written = match ordering.save_snapshot(position, &tree) {
+                Ok(size_bytes) => {
                     let elapsed = started.elapsed();
                     tracing::info!(
                         position,
@@ -722,7 +726,7 @@ impl CoreTask {
                     );
                     let snapshot = SnapshotRecord {
                         zxid: position as i64,
-                        size_bytes: bytes.len() as u64,
+                        size_bytes,
                         written_s: wall_seconds(),
                     };
                     Some((snapshot, elapsed))
@@ -747,6 +751,8 @@ struct BackgroundPriority {
 
 /// Nice value of snapshot work (0 is normal, 19 the lowest).
 const BACKGROUND_NICE: libc::c_int = 10;
+/// A snapshot goes to its file in pieces of about this size, never whole in memory.
+const SNAPSHOT_PIECE_BYTES: usize = 256 << 10;
 
 impl BackgroundPriority {
     fn enter() -> BackgroundPriority {

@@ -16,6 +16,9 @@ use zoolog_proto::{Acl, DecodeError, Jute, Reader};
 const MAGIC: &[u8; 8] = b"ZLTREE\0\x02";
 const MAGIC_V1: &[u8; 8] = b"ZLTREE\0\x01";
 
+/// The pieces [`DataTree::encode_snapshot`] builds its result from.
+const SNAPSHOT_PIECE_BYTES: usize = 64 << 10;
+
 const KIND_PERSISTENT: u8 = 0;
 const KIND_EPHEMERAL: u8 = 1;
 const KIND_CONTAINER: u8 = 2;
@@ -38,22 +41,48 @@ fn inconsistent(what: impl Into<String>) -> SnapshotError {
 impl DataTree {
     /// Appends the snapshot of this state. Meant for a frozen clone on a background thread.
     pub fn encode_snapshot(&self, out: &mut Vec<u8>) {
+        let appended: Result<(), std::convert::Infallible> =
+            self.encode_snapshot_in_pieces(SNAPSHOT_PIECE_BYTES, |piece| {
+                out.extend_from_slice(piece);
+                Ok(())
+            });
+        appended.unwrap_or_else(|never| match never {});
+    }
+
+    /// Encodes the snapshot of this state and hands it to `sink` in consecutive pieces of
+    /// about `piece_bytes` (more when one node's data is larger), so that a large tree's
+    /// snapshot can go to a file without ever being whole in memory.
+    pub fn encode_snapshot_in_pieces<E>(
+        &self,
+        piece_bytes: usize,
+        mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut out = Vec::with_capacity(piece_bytes.min(SNAPSHOT_PIECE_BYTES) + 1024);
+        let mut flush_if_full = |out: &mut Vec<u8>| -> Result<(), E> {
+            if out.len() >= piece_bytes {
+                sink(out)?;
+                out.clear();
+            }
+            Ok(())
+        };
         out.extend_from_slice(MAGIC);
-        self.last_applied_zxid.write_to(out);
-        (self.sessions.len() as i64).write_to(out);
+        self.last_applied_zxid.write_to(&mut out);
+        (self.sessions.len() as i64).write_to(&mut out);
         for (session_id, session) in &self.sessions {
-            session_id.write_to(out);
-            session.timeout_ms.write_to(out);
-            write_bytes(Some(&session.password), out);
-            session.touched_at.write_to(out);
-            (session.owner as i64).write_to(out);
+            session_id.write_to(&mut out);
+            session.timeout_ms.write_to(&mut out);
+            write_bytes(Some(&session.password), &mut out);
+            session.touched_at.write_to(&mut out);
+            (session.owner as i64).write_to(&mut out);
+            flush_if_full(&mut out)?;
         }
-        (self.nodes.len() as i64).write_to(out);
+        (self.nodes.len() as i64).write_to(&mut out);
         // Parents before children, children in name order: decode links as it reads.
         let mut pending = vec![String::from("/")];
         while let Some(current) = pending.pop() {
             let node = &self.nodes[&current];
-            encode_node(&current, node, out);
+            encode_node(&current, node, &mut out);
+            flush_if_full(&mut out)?;
             pending.extend(
                 node.children
                     .iter()
@@ -61,6 +90,10 @@ impl DataTree {
                     .map(|name| path::child_path(&current, name)),
             );
         }
+        if out.is_empty() {
+            return Ok(());
+        }
+        sink(&out)
     }
 
     pub fn decode_snapshot(bytes: &[u8], config: TreeConfig) -> Result<DataTree, SnapshotError> {

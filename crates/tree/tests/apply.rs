@@ -875,6 +875,45 @@ fn skip_acl_admits_everyone_and_triggers_carry_no_acl() {
 }
 
 #[test]
+fn a_snapshot_in_pieces_is_the_snapshot_whole_and_each_piece_stays_near_its_size() {
+    let mut h = Harness::with(extended());
+    h.create("/eph", 1).unwrap();
+    for i in 0..200 {
+        h.write(create_request(&format!("/n{i:03}"), &[i as u8; 1000], 0))
+            .unwrap();
+    }
+    h.write(create_request("/big", &[7; 50_000], 0)).unwrap();
+    let mut whole = Vec::new();
+    h.tree.encode_snapshot(&mut whole);
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    h.tree
+        .encode_snapshot_in_pieces(4096, |piece| {
+            pieces.push(piece.to_vec());
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert!(pieces.len() > 40, "{} pieces", pieces.len());
+    assert_eq!(pieces.concat(), whole);
+    let largest_node_bytes = 50_000 + 200;
+    assert!(
+        pieces
+            .iter()
+            .all(|piece| piece.len() < 4096 + largest_node_bytes),
+        "a piece overshoots its size by at most one node"
+    );
+    let mut calls = 0;
+    let refused = h.tree.encode_snapshot_in_pieces(4096, |_| {
+        calls += 1;
+        Err("disk full")
+    });
+    assert_eq!(
+        (refused, calls),
+        (Err("disk full"), 1),
+        "the first error stops encoding"
+    );
+}
+
+#[test]
 fn snapshots_round_trip_and_reject_garbage() {
     let mut h = Harness::with(extended());
     h.must_create("/a");
