@@ -501,7 +501,7 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
 struct Driver {
     zab: Zab,
     replica: Arc<ReplicaLog>,
-    outboxes: BTreeMap<ServerId, (mpsc::Sender<Bytes>, Arc<PeerTraffic>)>,
+    outboxes: BTreeMap<ServerId, (mpsc::Sender<Frame>, Arc<PeerTraffic>)>,
     deliveries: mpsc::Sender<Delivery>,
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
@@ -702,13 +702,12 @@ impl Driver {
         let Some((outbox, traffic)) = self.outboxes.get(&to) else {
             return;
         };
-        let mut frame = Vec::with_capacity(64 + message.payload_bytes());
-        message.encode(&mut frame);
-        let frame_bytes = frame.len();
+        let frame = Frame::of(message);
+        let frame_bytes = frame.bytes;
         // Counted in before the writer can take it out, so the counts never go below zero.
         traffic.queued(frame_bytes);
         // A full queue drops the message; the protocol retransmits what matters.
-        if outbox.try_send(Bytes::from(frame)).is_err() {
+        if outbox.try_send(frame).is_err() {
             traffic.dequeued(frame_bytes);
         }
     }
@@ -780,7 +779,7 @@ async fn dial_loop(
     peer: ServerId,
     host: String,
     port: u16,
-    mut outbox: mpsc::Receiver<Bytes>,
+    mut outbox: mpsc::Receiver<Frame>,
     traffic: Arc<PeerTraffic>,
 ) {
     let mut backoff_ms = 10;
@@ -795,7 +794,7 @@ async fn dial_loop(
             _ => {
                 // Unreachable: what was queued meanwhile is stale; the protocol resends.
                 while let Ok(frame) = outbox.try_recv() {
-                    traffic.dequeued(frame.len());
+                    traffic.dequeued(frame.bytes);
                 }
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 backoff_ms = (backoff_ms * 2).min(500);
@@ -845,44 +844,74 @@ fn run_blocking<T>(operation: impl FnOnce() -> T) -> T {
     }
 }
 
+/// One encoded message on its way to a peer: its parts, of which a large payload shares its
+/// buffer with the message (see [`Message::encode_parts`]), and their length.
+struct Frame {
+    parts: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Frame {
+    fn of(message: &Message) -> Frame {
+        let parts = message.encode_parts();
+        let bytes = parts.iter().map(Bytes::len).sum();
+        Frame { parts, bytes }
+    }
+}
+
 /// Writes one message taken from the peer's queue (and counts it out of the queue whether or
 /// not the write succeeds).
 async fn write_frame(
     writer: &mut BufWriter<TcpStream>,
-    frame: &[u8],
+    frame: &Frame,
     traffic: &PeerTraffic,
 ) -> std::io::Result<()> {
-    traffic.dequeued(frame.len());
-    write_message(writer, frame, PEER_PIECE_BYTES_MAX).await?;
+    traffic.dequeued(frame.bytes);
+    write_message(writer, &frame.parts, PEER_PIECE_BYTES_MAX).await?;
     traffic.frames_sent.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
-/// Writes `message` as pieces of at most `piece_bytes_max` bytes, each behind a big-endian
-/// length word with [`PIECE_CONTINUES`] set on all but the last. A length word has 31 bits for
-/// the length, and a reader refuses a runaway message piece by piece.
+/// Writes the message made of `parts` (one after the other) as pieces of at most
+/// `piece_bytes_max` bytes, each behind a big-endian length word with [`PIECE_CONTINUES`] set
+/// on all but the last. A length word has 31 bits for the length, and a reader refuses a
+/// runaway message piece by piece. Pieces and parts need not line up.
 async fn write_message<W: AsyncWrite + Unpin>(
     writer: &mut W,
-    message: &[u8],
+    parts: &[Bytes],
     piece_bytes_max: usize,
 ) -> std::io::Result<()> {
     assert!(
         piece_bytes_max > 0 && piece_bytes_max < PIECE_CONTINUES as usize,
         "a piece's length leaves the continuation bit free"
     );
-    let piece_count = message.len().div_ceil(piece_bytes_max).max(1);
+    let message_bytes: usize = parts.iter().map(Bytes::len).sum();
+    let piece_count = message_bytes.div_ceil(piece_bytes_max).max(1);
+    let mut unsent_parts = parts.iter();
+    let mut part: &[u8] = &[];
     for index in 0..piece_count {
-        let start = index * piece_bytes_max;
-        let piece = &message[start..message.len().min(start + piece_bytes_max)];
+        let piece_bytes = (message_bytes - index * piece_bytes_max).min(piece_bytes_max);
         let continues = if index + 1 < piece_count {
             PIECE_CONTINUES
         } else {
             0
         };
         writer
-            .write_all(&(piece.len() as u32 | continues).to_be_bytes())
+            .write_all(&(piece_bytes as u32 | continues).to_be_bytes())
             .await?;
-        writer.write_all(piece).await?;
+        let mut piece_left = piece_bytes;
+        while piece_left > 0 {
+            if part.is_empty() {
+                part = unsent_parts
+                    .next()
+                    .expect("the parts hold the message's bytes");
+                continue;
+            }
+            let (now, later) = part.split_at(piece_left.min(part.len()));
+            writer.write_all(now).await?;
+            piece_left -= now.len();
+            part = later;
+        }
     }
     Ok(())
 }
@@ -924,6 +953,8 @@ async fn read_message<R: AsyncRead + Unpin>(
                 limits.message_bytes_max
             )));
         }
+        // Exactly what the piece needs: growing by doubling could hold twice a large snapshot.
+        message.reserve_exact(piece_bytes);
         message.resize(start + piece_bytes, 0);
         reader.read_exact(&mut message[start..]).await?;
         if word & PIECE_CONTINUES == 0 {
@@ -1032,7 +1063,8 @@ mod tests {
     async fn wire(messages: &[&[u8]], piece_bytes_max: usize) -> Vec<u8> {
         let mut wire = Vec::new();
         for message in messages {
-            write_message(&mut wire, message, piece_bytes_max)
+            let parts = [Bytes::copy_from_slice(message)];
+            write_message(&mut wire, &parts, piece_bytes_max)
                 .await
                 .unwrap();
         }
@@ -1060,6 +1092,21 @@ mod tests {
         let mut reader = &wire[..];
         assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), message);
         assert!(reader.is_empty(), "the reader stops at the message's end");
+    }
+
+    #[tokio::test]
+    async fn a_message_in_parts_goes_on_the_wire_as_the_same_message_in_one() {
+        let message: Vec<u8> = (0..20).collect();
+        let parts: Vec<Bytes> = [0..3, 3..3, 3..13, 13..14, 14..20]
+            .into_iter()
+            .map(|range| Bytes::copy_from_slice(&message[range]))
+            .collect();
+        let mut from_parts = Vec::new();
+        write_message(&mut from_parts, &parts, 8).await.unwrap();
+        assert_eq!(from_parts, wire(&[&message], 8).await);
+        let mut no_parts = Vec::new();
+        write_message(&mut no_parts, &[], 8).await.unwrap();
+        assert_eq!(no_parts, wire(&[b""], 8).await);
     }
 
     #[tokio::test]

@@ -157,7 +157,23 @@ impl Message {
         }
     }
 
+    /// The encoding, as consecutive parts to be sent one after the other. A payload of at least
+    /// [`SHARED_PAYLOAD_BYTES_MIN`] is its own part, sharing the message's buffer rather than
+    /// copied: a snapshot to a learner, or a large value proposed to every follower.
+    pub fn encode_parts(&self) -> Vec<Bytes> {
+        let mut out = Encoder::default();
+        self.encode_into(&mut out);
+        out.finish()
+    }
+
+    /// The encoding in one buffer (copying every payload).
     pub fn encode(&self, out: &mut Vec<u8>) {
+        for part in self.encode_parts() {
+            out.extend_from_slice(&part);
+        }
+    }
+
+    fn encode_into(&self, out: &mut Encoder) {
         match self {
             Message::Vote {
                 round,
@@ -381,12 +397,12 @@ impl Message {
     }
 }
 
-fn put_attempt(out: &mut Vec<u8>, attempt: &Attempt) {
+fn put_attempt(out: &mut Encoder, attempt: &Attempt) {
     put_u64(out, attempt.incarnation);
     put_u64(out, attempt.round);
 }
 
-fn put_link(out: &mut Vec<u8>, link: &Link) {
+fn put_link(out: &mut Encoder, link: &Link) {
     put_u64(out, link.epoch);
     put_attempt(out, &link.attempt);
 }
@@ -410,27 +426,69 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-fn put_u64(out: &mut Vec<u8>, value: u64) {
+fn put_u64(out: &mut Encoder, value: u64) {
     out.extend_from_slice(&value.to_be_bytes());
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+fn put_bytes(out: &mut Encoder, bytes: &Bytes) {
     put_u64(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
+    out.share(bytes);
 }
 
-fn put_vote(out: &mut Vec<u8>, vote: &Vote) {
+fn put_vote(out: &mut Encoder, vote: &Vote) {
     put_u64(out, vote.epoch);
     put_u64(out, vote.position);
     put_u64(out, vote.leader);
 }
 
-fn put_entries(out: &mut Vec<u8>, entries: &[Entry]) {
+fn put_entries(out: &mut Encoder, entries: &[Entry]) {
     put_u64(out, entries.len() as u64);
     for entry in entries {
         put_u64(out, entry.position);
         put_u64(out, entry.epoch);
         put_bytes(out, &entry.payload);
+    }
+}
+
+/// A payload at least this long is sent from its own buffer instead of being copied into the
+/// message's: below it, copying is cheaper than another part.
+pub const SHARED_PAYLOAD_BYTES_MIN: usize = 16 << 10;
+
+/// Builds a message's parts: small fields go into an owned buffer, large payloads are shared.
+#[derive(Default)]
+struct Encoder {
+    parts: Vec<Bytes>,
+    current: Vec<u8>,
+}
+
+impl Encoder {
+    fn push(&mut self, byte: u8) {
+        self.current.push(byte);
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.current.extend_from_slice(bytes);
+    }
+
+    fn share(&mut self, bytes: &Bytes) {
+        if bytes.len() < SHARED_PAYLOAD_BYTES_MIN {
+            self.current.extend_from_slice(bytes);
+            return;
+        }
+        self.end_current_part();
+        self.parts.push(bytes.clone());
+    }
+
+    fn end_current_part(&mut self) {
+        if !self.current.is_empty() {
+            self.parts
+                .push(Bytes::from(std::mem::take(&mut self.current)));
+        }
+    }
+
+    fn finish(mut self) -> Vec<Bytes> {
+        self.end_current_part();
+        self.parts
     }
 }
 
@@ -514,5 +572,96 @@ impl Reader {
             });
         }
         Ok(entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> Link {
+        Link {
+            epoch: 3,
+            attempt: Attempt {
+                incarnation: 9,
+                round: 2,
+            },
+        }
+    }
+
+    fn entry(position: Position, payload: Bytes) -> Entry {
+        Entry {
+            position,
+            epoch: 3,
+            payload,
+        }
+    }
+
+    fn round_trip(message: &Message) -> Vec<Bytes> {
+        let parts = message.encode_parts();
+        let mut whole = Vec::new();
+        message.encode(&mut whole);
+        assert_eq!(parts.concat(), whole, "the parts are the encoding");
+        assert_eq!(&Message::decode(Bytes::from(whole)).unwrap(), message);
+        parts
+    }
+
+    fn shares(parts: &[Bytes], payload: &Bytes) -> bool {
+        parts.iter().any(|part| part.as_ptr() == payload.as_ptr())
+    }
+
+    #[test]
+    fn large_payloads_are_shared_and_small_ones_copied_and_every_message_decodes_back() {
+        let large = Bytes::from(vec![7u8; SHARED_PAYLOAD_BYTES_MIN]);
+        let small = Bytes::from(vec![1u8; SHARED_PAYLOAD_BYTES_MIN - 1]);
+        let snapshot = Bytes::from(vec![5u8; 3 * SHARED_PAYLOAD_BYTES_MIN]);
+        let propose = Message::Propose {
+            link: link(),
+            entries: vec![
+                entry(10, small.clone()),
+                entry(11, large.clone()),
+                entry(12, small.clone()),
+            ],
+            commit: 9,
+            leader_durable: 10,
+            forwards_taken: 4,
+        };
+        let parts = round_trip(&propose);
+        assert!(
+            shares(&parts, &large) && !shares(&parts, &small),
+            "{} parts",
+            parts.len()
+        );
+        assert_eq!(parts.len(), 3, "before, the large payload, after");
+
+        let new_leader = Message::NewLeader {
+            link: link(),
+            truncate_after: 2,
+            snapshot: Some(SnapshotImage {
+                position: 8,
+                epoch: 2,
+                payload: snapshot.clone(),
+            }),
+            entries: vec![entry(9, large.clone())],
+            commit: 9,
+        };
+        let parts = round_trip(&new_leader);
+        assert!(shares(&parts, &snapshot) && shares(&parts, &large));
+
+        let forward = Message::Forward {
+            link: link(),
+            first_sequence: 40,
+            payloads: vec![large.clone(), small.clone()],
+        };
+        assert!(shares(&round_trip(&forward), &large));
+
+        let heartbeat = Message::Propose {
+            link: link(),
+            entries: Vec::new(),
+            commit: 9,
+            leader_durable: 9,
+            forwards_taken: 0,
+        };
+        assert_eq!(round_trip(&heartbeat).len(), 1);
     }
 }
