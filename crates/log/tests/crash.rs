@@ -9,7 +9,6 @@ mod common;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -78,18 +77,11 @@ fn crash_child_process_entry_point() {
 #[test]
 fn sigkill_under_load_loses_no_committed_entry() {
     let root = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "crash_child_process_entry_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_VAR, root.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("child starts");
+    let mut child = spawn_child_test(
+        "crash_child_process_entry_point",
+        CHILD_DIR_VAR,
+        root.path(),
+    );
 
     // A thread keeps draining the child's stdout so the child never stalls on a full pipe:
     // the kill lands while it is still appending, writing and fsyncing.

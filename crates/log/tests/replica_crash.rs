@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::replica::*;
+use common::spawn_child_test;
 use zoolog_log::{AppendError, Position};
 
 const CHILD_DIR_VAR: &str = "ZOOLOG_REPLICA_CRASH_CHILD_DIR";
@@ -88,18 +88,11 @@ fn replica_crash_child_process_entry_point() {
 #[test]
 fn sigkill_during_appends_and_truncations_keeps_a_consistent_log() {
     let root = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "replica_crash_child_process_entry_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_VAR, root.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("child starts");
+    let mut child = spawn_child_test(
+        "replica_crash_child_process_entry_point",
+        CHILD_DIR_VAR,
+        root.path(),
+    );
     let stdout = child.stdout.take().unwrap();
     let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {

@@ -5,6 +5,7 @@ pub mod replica;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 use bytes::Bytes;
 use tokio::sync::mpsc::Receiver;
@@ -112,4 +113,17 @@ pub fn copy_dir(from: &Path, to: &Path) {
             fs::copy(&path, to.join(path.file_name().expect("file name"))).expect("copy");
         }
     }
+}
+
+/// Starts this test binary again, running only the test `entry_point`, with the environment
+/// variable `dir_var` naming `dir`: the child of a crash test, which reads the variable to
+/// know it is the child. Its stdout is piped to the caller; its stderr is dropped.
+pub fn spawn_child_test(entry_point: &str, dir_var: &str, dir: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", entry_point, "--nocapture", "--test-threads=1"])
+        .env(dir_var, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("child starts")
 }
