@@ -125,10 +125,21 @@ struct Peer {
     last_heard_ms: u64,
     last_sent_ms: u64,
     sync_sent_ms: u64,
+    /// `NewLeader`s sent to this attempt. Each resend waits twice as long as the one before:
+    /// over TCP a resend helps only after a full queue dropped the first, and a large snapshot
+    /// still on its way would otherwise be sent again and again.
+    syncs_sent: u32,
     /// How many of this learner's forwarded commands have been proposed.
     forwards_taken: u64,
     /// The highest of our durable positions we have told the learner.
     durable_told: Position,
+}
+
+/// How long after the last `NewLeader` to a learner the leader sends another, when none was
+/// acknowledged: four heartbeats after the first, then twice as long each time, up to 64.
+fn sync_resend_wait_ms(heartbeat_ms: u64, syncs_sent: u32) -> u64 {
+    const DOUBLINGS_MAX: u32 = 4;
+    (heartbeat_ms * 4) << syncs_sent.saturating_sub(1).min(DOUBLINGS_MAX)
 }
 
 struct Promise {
@@ -160,6 +171,7 @@ impl Peer {
             last_heard_ms: now_ms,
             last_sent_ms: 0,
             sync_sent_ms: 0,
+            syncs_sent: 0,
             forwards_taken: 0,
             durable_told: 0,
         }
@@ -1016,6 +1028,7 @@ impl Zab {
             .expect("the caller holds this learner");
         peer.sent = last;
         peer.sync_sent_ms = self.now_ms;
+        peer.syncs_sent += 1;
         Message::NewLeader {
             link: peer.link(leader.epoch),
             truncate_after: after,
@@ -1285,7 +1298,7 @@ impl Zab {
             let resend = peer.promise.is_some()
                 && !peer.awaiting_snapshot
                 && leader.stage != LeaderStage::Promising
-                && now_ms >= peer.sync_sent_ms + heartbeat_ms * 4;
+                && now_ms >= peer.sync_sent_ms + sync_resend_wait_ms(heartbeat_ms, peer.syncs_sent);
             peer.last_sent_ms = now_ms;
             if resend {
                 self.leader_start_sync(leader, id);
