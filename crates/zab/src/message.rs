@@ -142,21 +142,6 @@ impl Message {
         )
     }
 
-    /// Bytes of payload carried, for a transport's queue limits.
-    pub fn payload_bytes(&self) -> usize {
-        match self {
-            Message::NewLeader {
-                snapshot, entries, ..
-            } => {
-                snapshot.as_ref().map_or(0, |image| image.payload.len())
-                    + entries.iter().map(|e| e.payload.len()).sum::<usize>()
-            }
-            Message::Propose { entries, .. } => entries.iter().map(|e| e.payload.len()).sum(),
-            Message::Forward { payloads, .. } => payloads.iter().map(Bytes::len).sum(),
-            _ => 0,
-        }
-    }
-
     /// The encoding, as consecutive parts to be sent one after the other. A payload of at least
     /// [`SHARED_PAYLOAD_BYTES_MIN`] is its own part, sharing the message's buffer rather than
     /// copied: a snapshot to a learner, or a large value proposed to every follower.
