@@ -124,7 +124,8 @@ pub struct Config {
     pub election_finalize_ms: u64,
     /// The leader sends a heartbeat (the commit position) to each learner this often, and
     /// retransmits what a learner has not acknowledged within it; a `NewLeader` (a learner's
-    /// whole sync, maybe a snapshot) after four of them, then after twice as long each time.
+    /// whole sync, maybe a snapshot) after four of them and one more per 32 MiB it carries,
+    /// then after twice as long each time.
     pub heartbeat_ms: u64,
     /// Entries the leader has proposed but not yet committed; [`Zab::append_capacity`] is
     /// zero when it is reached.

@@ -125,10 +125,10 @@ struct Peer {
     last_heard_ms: u64,
     last_sent_ms: u64,
     sync_sent_ms: u64,
-    /// `NewLeader`s sent to this attempt. Each resend waits twice as long as the one before:
-    /// over TCP a resend helps only after a full queue dropped the first, and a large snapshot
-    /// still on its way would otherwise be sent again and again.
+    /// `NewLeader`s sent to this attempt, and the payload bytes of the last one: see
+    /// [`sync_resend_wait_ms`].
     syncs_sent: u32,
+    sync_bytes: u64,
     /// How many of this learner's forwarded commands have been proposed.
     forwards_taken: u64,
     /// The highest of our durable positions we have told the learner.
@@ -136,11 +136,19 @@ struct Peer {
 }
 
 /// How long after the last `NewLeader` to a learner the leader sends another, when none was
-/// acknowledged: four heartbeats after the first, then twice as long each time, up to 64.
-fn sync_resend_wait_ms(heartbeat_ms: u64, syncs_sent: u32) -> u64 {
+/// acknowledged: four heartbeats, and one more for every [`SYNC_BYTES_PER_HEARTBEAT`] it
+/// carried, after the first; then twice as long each time, up to 16 times. Over TCP a resend
+/// helps only after a full queue dropped the first; sent while a large snapshot is still on
+/// its way, it only sends the snapshot again.
+fn sync_resend_wait_ms(heartbeat_ms: u64, syncs_sent: u32, sync_bytes: u64) -> u64 {
     const DOUBLINGS_MAX: u32 = 4;
-    (heartbeat_ms * 4) << syncs_sent.saturating_sub(1).min(DOUBLINGS_MAX)
+    let heartbeats = 4 + sync_bytes / SYNC_BYTES_PER_HEARTBEAT;
+    (heartbeat_ms * heartbeats) << syncs_sent.saturating_sub(1).min(DOUBLINGS_MAX)
 }
+
+/// What a sync is given per heartbeat before it is resent: a rate (64 MiB/s at ZooKeeper's
+/// default tickTime) that any link between members is expected to beat.
+const SYNC_BYTES_PER_HEARTBEAT: u64 = 32 << 20;
 
 struct Promise {
     counted: bool,
@@ -172,6 +180,7 @@ impl Peer {
             last_sent_ms: 0,
             sync_sent_ms: 0,
             syncs_sent: 0,
+            sync_bytes: 0,
             forwards_taken: 0,
             durable_told: 0,
         }
@@ -1026,14 +1035,18 @@ impl Zab {
             .peers
             .get_mut(&id)
             .expect("the caller holds this learner");
+        let entries = self.history.range(after + 1, last);
+        let entry_bytes: usize = entries.iter().map(|entry| entry.payload.len()).sum();
+        let snapshot_bytes = snapshot.as_ref().map_or(0, |image| image.payload.len());
         peer.sent = last;
         peer.sync_sent_ms = self.now_ms;
         peer.syncs_sent += 1;
+        peer.sync_bytes = (entry_bytes + snapshot_bytes) as u64;
         Message::NewLeader {
             link: peer.link(leader.epoch),
             truncate_after: after,
             snapshot,
-            entries: self.history.range(after + 1, last),
+            entries,
             commit: self.committed.min(last),
         }
     }
@@ -1298,7 +1311,9 @@ impl Zab {
             let resend = peer.promise.is_some()
                 && !peer.awaiting_snapshot
                 && leader.stage != LeaderStage::Promising
-                && now_ms >= peer.sync_sent_ms + sync_resend_wait_ms(heartbeat_ms, peer.syncs_sent);
+                && now_ms
+                    >= peer.sync_sent_ms
+                        + sync_resend_wait_ms(heartbeat_ms, peer.syncs_sent, peer.sync_bytes);
             peer.last_sent_ms = now_ms;
             if resend {
                 self.leader_start_sync(leader, id);

@@ -1,68 +1,99 @@
-//! The leader's side of a learner's synchronization, over time.
+//! The leader's side of a learner's synchronization, over time: an unacknowledged `NewLeader`
+//! is resent, but not while a large one may still be on its way, and each time after twice
+//! the wait (over TCP a resend helps only after a full queue dropped the first).
 
 mod common;
 
+use bytes::Bytes;
 use common::{broadcasting_leader, message, sent_to};
-use zoolog_zab::{Attempt, Input, Link, Message};
+use zoolog_zab::{Attempt, Input, Link, Message, Zab};
 
-/// A learner that has not acknowledged its `NewLeader` gets it again, but each time after
-/// twice the wait: a large snapshot still crossing a slow link is not sent again and again
-/// (over TCP a resend helps only after a full queue dropped the first).
-#[test]
-fn an_unacknowledged_sync_is_resent_at_doubling_intervals() {
-    let mut leader = broadcasting_leader(3);
+const HEARTBEAT_MS: u64 = 2;
+/// The leader drops a learner it has not heard from for this long (ten ticks of 10 ms).
+const SYNC_TIMEOUT_MS: u64 = 100;
+
+/// Server 2 restarts and promises with an empty log at `now_ms`; the times at which the
+/// leader sends it `NewLeader` while it stays silent, until just before it would be dropped.
+fn syncs_to_a_silent_learner(leader: &mut Zab, now_ms: u64) -> Vec<u64> {
     let restarted = Attempt {
         incarnation: 1,
         round: 1,
-    };
-    let restarted_link = Link {
-        epoch: 1,
-        attempt: restarted,
     };
     let info = Message::FollowerInfo {
         accepted_epoch: 1,
         observer: false,
         attempt: restarted,
     };
-    leader.handle(message(2, info), 10);
+    leader.handle(message(2, info), now_ms);
     let promise = Message::AckEpoch {
-        link: restarted_link,
+        link: Link {
+            epoch: 1,
+            attempt: restarted,
+        },
         counted: true,
         current_epoch: 1,
         snapshot_position: 0,
         runs: vec![(1, 0)],
         last_position: 0,
     };
-    let mut syncs_at = Vec::new();
-    let first = leader.handle(message(2, promise), 11);
-    if sent_to(&first, 2)
-        .iter()
-        .any(|m| matches!(m, Message::NewLeader { .. }))
-    {
-        syncs_at.push(11);
-    }
-    // Ticks every millisecond until just before the learner, silent, would be dropped.
-    for now_ms in 12..110 {
-        let actions = leader.handle(Input::Tick, now_ms);
-        if sent_to(&actions, 2)
+    let is_sync = |actions: &[zoolog_zab::Action]| {
+        sent_to(actions, 2)
             .iter()
             .any(|m| matches!(m, Message::NewLeader { .. }))
-        {
+    };
+    let mut syncs_at = Vec::new();
+    if is_sync(&leader.handle(message(2, promise), now_ms)) {
+        syncs_at.push(now_ms);
+    }
+    for now_ms in now_ms + 1..now_ms + SYNC_TIMEOUT_MS {
+        if is_sync(&leader.handle(Input::Tick, now_ms)) {
             syncs_at.push(now_ms);
         }
     }
-    assert_eq!(syncs_at.first(), Some(&11), "synced at once: {syncs_at:?}");
+    assert_eq!(
+        syncs_at.first(),
+        Some(&now_ms),
+        "synced at once: {syncs_at:?}"
+    );
+    syncs_at
+}
+
+/// Checks the waits between `syncs_at` against `first_wait_ms` doubling.
+fn assert_doubling_waits(syncs_at: &[u64], first_wait_ms: u64) {
     let waits: Vec<u64> = syncs_at.windows(2).map(|pair| pair[1] - pair[0]).collect();
     assert!(
-        waits.len() >= 2,
+        !waits.is_empty(),
         "resent while unacknowledged: {syncs_at:?}"
     );
-    let heartbeat_ms = 2;
     for (index, wait) in waits.iter().enumerate() {
-        let expected = (heartbeat_ms * 4) << index;
+        let expected = first_wait_ms << index;
         assert!(
-            (expected..expected + heartbeat_ms).contains(wait),
+            (expected..expected + HEARTBEAT_MS).contains(wait),
             "resend {index} after {wait} ms, expected {expected}: {syncs_at:?}"
         );
     }
+}
+
+#[test]
+fn an_unacknowledged_sync_is_resent_at_doubling_intervals() {
+    let mut leader = broadcasting_leader(3);
+    let syncs_at = syncs_to_a_silent_learner(&mut leader, 11);
+    assert!(syncs_at.len() >= 3, "{syncs_at:?}");
+    assert_doubling_waits(&syncs_at, 4 * HEARTBEAT_MS);
+}
+
+#[test]
+fn a_large_sync_is_given_a_heartbeat_per_32_mib_before_it_is_resent() {
+    let mut leader = broadcasting_leader(3);
+    let value = Bytes::from(vec![7u8; 48 << 20]);
+    let appended = leader.handle(
+        Input::Append {
+            payloads: vec![value.clone(), value],
+        },
+        5,
+    );
+    assert!(!appended.is_empty(), "the leader proposes the two entries");
+    let syncs_at = syncs_to_a_silent_learner(&mut leader, 11);
+    // 96 MiB of entries: three heartbeats more than the four.
+    assert_doubling_waits(&syncs_at, 7 * HEARTBEAT_MS);
 }
