@@ -9,12 +9,10 @@
 //! Peers talk over the quorum port of their `server.N` line only: every server dials every
 //! other one and sends on that connection, and receives on the connections others dialled.
 //! The election port is accepted in the configuration but not used, since votes are just
-//! more messages of the same protocol. A frame is a 4-byte length and an encoded message;
-//! a connection opens with a hello naming the sender. Messages a full queue or a broken
-//! connection loses are fine: the protocol retransmits.
-//!
-//! Snapshots stored by an ensemble member begin with the epoch of their last entry (8
-//! bytes), which the protocol needs to match a learner's log against them.
+//! more messages of the same protocol. A message travels as pieces, each behind a 4-byte
+//! length (see `write_message`); its large payloads are written from their own buffers,
+//! shared by every peer's copy. A connection opens with a hello naming the sender. Messages
+//! a full queue or a broken connection loses are fine: the protocol retransmits.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
