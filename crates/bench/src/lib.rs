@@ -39,7 +39,9 @@ const TARGET_LABEL: &str = "target";
 /// Exit code after Ctrl-C, as a shell reports SIGINT.
 const INTERRUPTED_EXIT_CODE: u8 = 130;
 
-pub fn run(args: &[String]) -> ExitCode {
+/// Runs `zoolog bench` with `args`, on a runtime from `runtime_builder` (given the number of
+/// client threads: the binary's one builder serves its server and this client alike).
+pub fn run(args: &[String], runtime_builder: fn(usize) -> tokio::runtime::Builder) -> ExitCode {
     let options = match options::parse(args) {
         Ok(Command::Bench(options)) => *options,
         Ok(Command::Help) => {
@@ -51,7 +53,7 @@ pub fn run(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match client_runtime(options.client_threads).enable_all().build() {
+    let runtime = match runtime_builder(options.client_threads).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("zoolog bench: cannot start the runtime: {error}");
@@ -59,18 +61,6 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     };
     runtime.block_on(bench(options))
-}
-
-/// One thread runs every session of the benchmark client without hand-offs between threads
-/// (measured: about 1.5× the reads per second of a two-thread client against the same
-/// ensemble on a two-core machine, with a third of the p99); more make a work-stealing pool.
-fn client_runtime(threads: usize) -> tokio::runtime::Builder {
-    if threads == 1 {
-        return tokio::runtime::Builder::new_current_thread();
-    }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads);
-    builder
 }
 
 async fn bench(options: Options) -> ExitCode {

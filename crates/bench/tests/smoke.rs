@@ -122,7 +122,8 @@ fn every_workload_writes_plausible_results() {
     .iter()
     .map(|arg| arg.to_string())
     .collect();
-    assert_eq!(zoolog_bench::run(&args), ExitCode::SUCCESS);
+    let one_thread = |_threads| tokio::runtime::Builder::new_current_thread();
+    assert_eq!(zoolog_bench::run(&args, one_thread), ExitCode::SUCCESS);
 
     let expected_points = [
         ("throughput.csv", vec!["read_ratio=0", "read_ratio=1"]),

@@ -97,6 +97,15 @@ struct Leader {
     last_quorum_ms: u64,
 }
 
+impl Leader {
+    /// A learner known to be ours (checked by the caller, e.g. [`Zab::with_heard_learner`]).
+    fn peer_mut(&mut self, id: ServerId) -> &mut Peer {
+        self.peers
+            .get_mut(&id)
+            .expect("the caller checked that this is one of our learners")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LeaderStage {
     /// Gathering `FollowerInfo` from a quorum.
@@ -824,6 +833,27 @@ impl Zab {
         }
     }
 
+    /// Runs `work` for a learner's answer in this leader's epoch, once the learner is noted as
+    /// heard from. Answers from other epochs, or from servers that are not our learners, are
+    /// dropped: they belong to a leadership that is over or never was.
+    fn with_heard_learner(
+        &mut self,
+        from: ServerId,
+        epoch: Epoch,
+        work: impl FnOnce(&mut Zab, &mut Leader),
+    ) {
+        self.with_leader(|zab, leader| {
+            if epoch != leader.epoch {
+                return;
+            }
+            let Some(peer) = leader.peers.get_mut(&from) else {
+                return;
+            };
+            peer.last_heard_ms = zab.now_ms;
+            work(zab, leader);
+        });
+    }
+
     fn leader_follower_info(
         &mut self,
         from: ServerId,
@@ -902,14 +932,8 @@ impl Zab {
     }
 
     fn leader_ack_epoch(&mut self, from: ServerId, epoch: Epoch, promise: Promise) {
-        self.with_leader(|zab, leader| {
-            if epoch != leader.epoch {
-                return;
-            }
-            let Some(peer) = leader.peers.get_mut(&from) else {
-                return;
-            };
-            peer.last_heard_ms = zab.now_ms;
+        self.with_heard_learner(from, epoch, |zab, leader| {
+            let peer = leader.peer_mut(from);
             if peer.promise.is_some() {
                 return;
             }
@@ -1052,14 +1076,8 @@ impl Zab {
     }
 
     fn leader_ack_new_leader(&mut self, from: ServerId, epoch: Epoch, last_position: Position) {
-        self.with_leader(|zab, leader| {
-            if epoch != leader.epoch {
-                return;
-            }
-            let Some(peer) = leader.peers.get_mut(&from) else {
-                return;
-            };
-            peer.last_heard_ms = zab.now_ms;
+        self.with_heard_learner(from, epoch, |zab, leader| {
+            let peer = leader.peer_mut(from);
             if peer.synced || peer.promise.is_none() {
                 return;
             }
@@ -1074,14 +1092,8 @@ impl Zab {
     }
 
     fn leader_ack(&mut self, from: ServerId, epoch: Epoch, position: Position) {
-        self.with_leader(|zab, leader| {
-            if epoch != leader.epoch {
-                return;
-            }
-            let Some(peer) = leader.peers.get_mut(&from) else {
-                return;
-            };
-            peer.last_heard_ms = zab.now_ms;
+        self.with_heard_learner(from, epoch, |zab, leader| {
+            let peer = leader.peer_mut(from);
             if !peer.synced {
                 return;
             }
