@@ -1364,11 +1364,21 @@ impl Zab {
         if !is_my_leader {
             return;
         }
+        self.with_learning(|zab, learner| {
+            learner.last_heard_ms = zab.now_ms;
+            work(zab, learner);
+        });
+    }
+
+    /// Runs `work` on this server's learner state, if it is learning.
+    fn with_learning(&mut self, work: impl FnOnce(&mut Zab, &mut Learner)) {
+        if !matches!(self.phase, Phase::Learning(_)) {
+            return;
+        }
         let Phase::Learning(mut learner) = std::mem::replace(&mut self.phase, Phase::Taken) else {
             unreachable!()
         };
         let generation = self.phase_generation;
-        learner.last_heard_ms = self.now_ms;
         work(self, &mut learner);
         if self.phase_generation == generation {
             self.phase = Phase::Learning(learner);
@@ -1649,19 +1659,25 @@ impl Zab {
     }
 
     fn forward(&mut self, payloads: Vec<Bytes>) {
-        let Phase::Learning(learner) = &mut self.phase else {
-            return;
-        };
-        let first_sequence = learner.forwards_confirmed + learner.forwards.len() as u64 + 1;
-        learner.forwards.extend(payloads.iter().cloned());
-        let (leader, epoch) = (learner.leader, learner.epoch);
-        for (index, chunk) in payloads.chunks(self.config.message_entries_max).enumerate() {
+        self.with_learning(|zab, learner| {
+            let first_new = learner.forwards.len();
+            learner.forwards.extend(payloads);
+            zab.send_forwards(learner, first_new);
+        });
+    }
+
+    /// Sends `learner.forwards[from..]` to the leader, in messages of at most
+    /// `message_entries_max` commands.
+    fn send_forwards(&mut self, learner: &mut Learner, from: usize) {
+        let first_sequence = learner.forwards_confirmed + from as u64 + 1;
+        let pending: Vec<Bytes> = learner.forwards.range(from..).cloned().collect();
+        for (index, chunk) in pending.chunks(self.config.message_entries_max).enumerate() {
             let message = Message::Forward {
-                link: self.learner_link(epoch),
+                link: self.learner_link(learner.epoch),
                 first_sequence: first_sequence + (index * self.config.message_entries_max) as u64,
                 payloads: chunk.to_vec(),
             };
-            self.send(leader, message);
+            self.send(learner.leader, message);
         }
     }
 
@@ -1703,17 +1719,7 @@ impl Zab {
             && now_ms >= learner.forwards_progress_ms + 2 * self.config.heartbeat_ms;
         if stalled {
             learner.forwards_progress_ms = now_ms;
-            let pending: Vec<Bytes> = learner.forwards.iter().cloned().collect();
-            let first = learner.forwards_confirmed + 1;
-            let (leader, epoch) = (learner.leader, learner.epoch);
-            for (index, chunk) in pending.chunks(self.config.message_entries_max).enumerate() {
-                let message = Message::Forward {
-                    link: self.learner_link(epoch),
-                    first_sequence: first + (index * self.config.message_entries_max) as u64,
-                    payloads: chunk.to_vec(),
-                };
-                self.send(leader, message);
-            }
+            self.with_learning(|zab, learner| zab.send_forwards(learner, 0));
         }
     }
 
