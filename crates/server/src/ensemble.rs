@@ -182,7 +182,6 @@ enum Control {
         position: Position,
     },
     SnapshotLoaded {
-        peer: ServerId,
         position: Position,
         payload: Bytes,
     },
@@ -556,8 +555,8 @@ impl Driver {
                         continue;
                     }
                     Control::SnapshotSaved { position } => Input::SnapshotSaved { position },
-                    Control::SnapshotLoaded { peer, position, payload } => {
-                        Input::SnapshotLoaded { peer, position, payload }
+                    Control::SnapshotLoaded { position, payload } => {
+                        Input::SnapshotLoaded { position, payload }
                     }
                 },
                 _ = tick.tick() => Input::Tick,
@@ -728,11 +727,7 @@ impl Driver {
                 }
             };
             let (position, payload) = loaded;
-            let _ = control.blocking_send(Control::SnapshotLoaded {
-                peer,
-                position,
-                payload,
-            });
+            let _ = control.blocking_send(Control::SnapshotLoaded { position, payload });
         });
     }
 }

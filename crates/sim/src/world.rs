@@ -40,7 +40,6 @@ enum Event {
     SnapshotRead {
         node: usize,
         life: u64,
-        peer: ServerId,
     },
     Disconnected {
         node: usize,
@@ -400,20 +399,13 @@ impl World {
                     )?;
                 }
             }
-            Event::SnapshotRead { node, life, peer } => {
+            Event::SnapshotRead { node, life } => {
                 if self.nodes[node].is_up() && self.nodes[node].life == life {
                     let (position, payload) = match &self.nodes[node].disk.snapshot {
                         Some(s) => (s.position, s.payload.clone()),
                         None => (0, Bytes::new()),
                     };
-                    self.feed(
-                        node,
-                        Input::SnapshotLoaded {
-                            peer,
-                            position,
-                            payload,
-                        },
-                    )?;
+                    self.feed(node, Input::SnapshotLoaded { position, payload })?;
                 }
             }
             Event::Disconnected { node, life, peer } => {
@@ -655,17 +647,10 @@ impl World {
                         self.core_input(idx, zoolog_server::core::Input::InstallSnapshot { tree })?;
                     }
                 }
-                Action::LoadSnapshot { peer } => {
+                Action::LoadSnapshot { .. } => {
                     let life = self.nodes[idx].life;
                     let delay = self.rng.range(self.fsync_us.0, self.fsync_us.1);
-                    self.at(
-                        delay,
-                        Event::SnapshotRead {
-                            node: idx,
-                            life,
-                            peer,
-                        },
-                    );
+                    self.at(delay, Event::SnapshotRead { node: idx, life });
                 }
                 Action::Deliver { entries } => {
                     for (position, payload) in entries {
@@ -1094,9 +1079,7 @@ fn describe_input(input: &Input) -> String {
         ),
         Input::Logged { position, epoch } => format!("Logged {position} (epoch {epoch})"),
         Input::SnapshotSaved { position } => format!("SnapshotSaved {position}"),
-        Input::SnapshotLoaded { peer, position, .. } => {
-            format!("SnapshotLoaded for n{peer} at {position}")
-        }
+        Input::SnapshotLoaded { position, .. } => format!("SnapshotLoaded at {position}"),
     }
 }
 

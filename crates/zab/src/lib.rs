@@ -254,9 +254,9 @@ pub enum Input {
     SnapshotSaved {
         position: Position,
     },
-    /// The answer to [`Action::LoadSnapshot`]: the newest snapshot, for `peer`.
+    /// The answer to [`Action::LoadSnapshot`]: the newest snapshot, for every learner that
+    /// waits for one.
     SnapshotLoaded {
-        peer: ServerId,
         position: Position,
         payload: Bytes,
     },
@@ -287,7 +287,8 @@ pub enum Action {
         epoch: Epoch,
         payload: Bytes,
     },
-    /// Read the newest snapshot and answer with [`Input::SnapshotLoaded`] for `peer`.
+    /// Read the newest snapshot and answer with [`Input::SnapshotLoaded`]. `peer` is the
+    /// learner that asked first (others may come to wait for the same load), for logs.
     LoadSnapshot {
         peer: ServerId,
     },

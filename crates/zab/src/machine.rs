@@ -281,11 +281,7 @@ impl Zab {
                     self.history.trim_to(position);
                 }
             }
-            Input::SnapshotLoaded {
-                peer,
-                position,
-                payload,
-            } => self.snapshot_loaded(peer, position, payload),
+            Input::SnapshotLoaded { position, payload } => self.snapshot_loaded(position, payload),
         }
         self.history.trim_step(TRIM_ENTRIES_PER_INPUT);
         self.report_status();
@@ -993,6 +989,11 @@ impl Zab {
     }
 
     fn leader_start_sync(&mut self, leader: &mut Leader, id: ServerId) {
+        // One load serves every learner waiting when it completes (see `snapshot_loaded`).
+        let snapshot_loading = leader
+            .peers
+            .iter()
+            .any(|(other, peer)| *other != id && peer.awaiting_snapshot);
         let Some(peer) = leader.peers.get_mut(&id) else {
             return;
         };
@@ -1010,32 +1011,44 @@ impl Zab {
             SyncPlan::Snapshot => {
                 if !peer.awaiting_snapshot {
                     peer.awaiting_snapshot = true;
-                    self.out.push(Action::LoadSnapshot { peer: id });
+                    if !snapshot_loading {
+                        self.out.push(Action::LoadSnapshot { peer: id });
+                    }
                 }
             }
         }
     }
 
-    fn snapshot_loaded(&mut self, peer_id: ServerId, position: Position, payload: Bytes) {
+    /// A snapshot loaded for one learner goes to every learner waiting for one: learners that
+    /// fall behind together (a partition healing, a rolling restart) share one read of the
+    /// file and one buffer, which their `NewLeader` messages hold by reference.
+    fn snapshot_loaded(&mut self, position: Position, payload: Bytes) {
         self.with_leader(|zab, leader| {
-            let Some(peer) = leader.peers.get_mut(&peer_id) else {
-                return;
-            };
-            if !peer.awaiting_snapshot || leader.stage == LeaderStage::Promising {
+            if leader.stage == LeaderStage::Promising {
                 return;
             }
-            peer.awaiting_snapshot = false;
+            let waiting: Vec<ServerId> = leader
+                .peers
+                .iter_mut()
+                .filter(|(_, peer)| peer.awaiting_snapshot)
+                .map(|(id, peer)| {
+                    peer.awaiting_snapshot = false;
+                    *id
+                })
+                .collect();
             let Some(epoch) = zab.history.epoch_at(position) else {
                 // Older than anything held: the next heartbeat asks for a newer one.
                 return;
             };
-            let image = SnapshotImage {
-                position,
-                epoch,
-                payload,
-            };
-            let message = zab.new_leader_message(leader, peer_id, position, Some(image));
-            zab.send(peer_id, message);
+            for id in waiting {
+                let image = SnapshotImage {
+                    position,
+                    epoch,
+                    payload: payload.clone(),
+                };
+                let message = zab.new_leader_message(leader, id, position, Some(image));
+                zab.send(id, message);
+            }
         });
     }
 
