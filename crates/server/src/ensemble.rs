@@ -181,10 +181,8 @@ enum Control {
     SnapshotSaved {
         position: Position,
     },
-    SnapshotLoaded {
-        position: Position,
-        payload: Bytes,
-    },
+    /// The newest snapshot, or none when it could not be read.
+    SnapshotLoaded(Option<(Position, Bytes)>),
 }
 
 enum PeerEvent {
@@ -555,9 +553,10 @@ impl Driver {
                         continue;
                     }
                     Control::SnapshotSaved { position } => Input::SnapshotSaved { position },
-                    Control::SnapshotLoaded { position, payload } => {
+                    Control::SnapshotLoaded(Some((position, payload))) => {
                         Input::SnapshotLoaded { position, payload }
                     }
+                    Control::SnapshotLoaded(None) => Input::SnapshotUnavailable,
                 },
                 _ = tick.tick() => Input::Tick,
             };
@@ -715,19 +714,18 @@ impl Driver {
         tokio::task::spawn_blocking(move || {
             let loaded = match replica.snapshot_store().load_newest_valid() {
                 Ok(Some((position, bytes))) if bytes.len() >= SNAPSHOT_EPOCH_BYTES => {
-                    (position, bytes.slice(SNAPSHOT_EPOCH_BYTES..))
+                    Some((position, bytes.slice(SNAPSHOT_EPOCH_BYTES..)))
                 }
                 Ok(_) => {
                     tracing::error!(peer, "a learner needs a snapshot and there is none");
-                    return;
+                    None
                 }
                 Err(error) => {
                     tracing::error!(%error, peer, "cannot read the snapshot a learner needs");
-                    return;
+                    None
                 }
             };
-            let (position, payload) = loaded;
-            let _ = control.blocking_send(Control::SnapshotLoaded { position, payload });
+            let _ = control.blocking_send(Control::SnapshotLoaded(loaded));
         });
     }
 }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use bytes::Bytes;
 use zoolog_zab::{
     Action, Config, Epochs, Input, MemberRole, Message, ServerId, ServingRole, Status, Zab,
 };
@@ -129,6 +128,9 @@ pub(crate) struct World {
     zk: Option<Box<zk::ZkState>>,
     pumping: bool,
 }
+
+/// How often a snapshot read fails while faults are injected.
+const SNAPSHOT_READ_FAILURE_P: f64 = 0.2;
 
 fn fnv(hash: u64, value: u64) -> u64 {
     let mut h = hash;
@@ -401,11 +403,18 @@ impl World {
             }
             Event::SnapshotRead { node, life } => {
                 if self.nodes[node].is_up() && self.nodes[node].life == life {
-                    let (position, payload) = match &self.nodes[node].disk.snapshot {
-                        Some(s) => (s.position, s.payload.clone()),
-                        None => (0, Bytes::new()),
+                    // A read error, as a real disk may give, during the faults.
+                    let read_fails = self.phase == Phase::Faults
+                        && !self.benign
+                        && self.rng.chance(SNAPSHOT_READ_FAILURE_P);
+                    let input = match &self.nodes[node].disk.snapshot {
+                        Some(s) if !read_fails => Input::SnapshotLoaded {
+                            position: s.position,
+                            payload: s.payload.clone(),
+                        },
+                        _ => Input::SnapshotUnavailable,
                     };
-                    self.feed(node, Input::SnapshotLoaded { position, payload })?;
+                    self.feed(node, input)?;
                 }
             }
             Event::Disconnected { node, life, peer } => {
@@ -1080,6 +1089,7 @@ fn describe_input(input: &Input) -> String {
         Input::Logged { position, epoch } => format!("Logged {position} (epoch {epoch})"),
         Input::SnapshotSaved { position } => format!("SnapshotSaved {position}"),
         Input::SnapshotLoaded { position, .. } => format!("SnapshotLoaded at {position}"),
+        Input::SnapshotUnavailable => "SnapshotUnavailable".to_string(),
     }
 }
 

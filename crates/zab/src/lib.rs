@@ -260,6 +260,9 @@ pub enum Input {
         position: Position,
         payload: Bytes,
     },
+    /// The answer to [`Action::LoadSnapshot`] when no snapshot could be read: the waiting
+    /// learners are synced again, and so asked for a new load, after their resend wait.
+    SnapshotUnavailable,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,7 +290,8 @@ pub enum Action {
         epoch: Epoch,
         payload: Bytes,
     },
-    /// Read the newest snapshot and answer with [`Input::SnapshotLoaded`]. `peer` is the
+    /// Read the newest snapshot and answer with [`Input::SnapshotLoaded`], or with
+    /// [`Input::SnapshotUnavailable`] if it cannot be read. `peer` is the
     /// learner that asked first (others may come to wait for the same load), for logs.
     LoadSnapshot {
         peer: ServerId,

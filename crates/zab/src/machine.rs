@@ -104,6 +104,19 @@ impl Leader {
             .get_mut(&id)
             .expect("the caller checked that this is one of our learners")
     }
+
+    /// The learners that waited for a snapshot load, which has now ended (loaded or not):
+    /// one that gets no snapshot from it is synced again after its resend wait.
+    fn stop_awaiting_snapshot(&mut self) -> Vec<ServerId> {
+        self.peers
+            .iter_mut()
+            .filter(|(_, peer)| peer.awaiting_snapshot)
+            .map(|(id, peer)| {
+                peer.awaiting_snapshot = false;
+                *id
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +295,9 @@ impl Zab {
                 }
             }
             Input::SnapshotLoaded { position, payload } => self.snapshot_loaded(position, payload),
+            Input::SnapshotUnavailable => self.with_leader(|_, leader| {
+                leader.stop_awaiting_snapshot();
+            }),
         }
         self.history.trim_step(TRIM_ENTRIES_PER_INPUT);
         self.report_status();
@@ -1027,15 +1043,7 @@ impl Zab {
             if leader.stage == LeaderStage::Promising {
                 return;
             }
-            let waiting: Vec<ServerId> = leader
-                .peers
-                .iter_mut()
-                .filter(|(_, peer)| peer.awaiting_snapshot)
-                .map(|(id, peer)| {
-                    peer.awaiting_snapshot = false;
-                    *id
-                })
-                .collect();
+            let waiting = leader.stop_awaiting_snapshot();
             let Some(epoch) = zab.history.epoch_at(position) else {
                 // Older than anything held: the next heartbeat asks for a newer one.
                 return;

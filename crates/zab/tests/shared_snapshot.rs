@@ -1,5 +1,6 @@
 //! Learners that need the leader's snapshot at the same time share one load of it: the leader
-//! asks its driver once, and sends what comes back to every learner waiting.
+//! asks its driver once, and sends what comes back to every learner waiting. A load that
+//! fails is asked for again, once for all of them.
 
 mod common;
 
@@ -125,4 +126,34 @@ fn learners_waiting_together_share_one_snapshot_load() {
         1,
         "a learner after the load gets a load of its own"
     );
+}
+
+#[test]
+fn a_failed_load_is_asked_for_again_and_then_serves_every_waiting_learner() {
+    let mut leader = leader_holding_only_a_snapshot();
+    restart_with_an_empty_log(&mut leader, 2, 9);
+    restart_with_an_empty_log(&mut leader, 3, 9);
+    let failed = leader.handle(Input::SnapshotUnavailable, 10);
+    assert_eq!(loads(&failed), 0, "no retry before the resend wait");
+
+    let retried: usize = (11..=30)
+        .map(|now_ms| loads(&leader.handle(Input::Tick, now_ms)))
+        .sum();
+    assert_eq!(retried, 1, "both learners wait on one new load");
+
+    let snapshot = Bytes::from_static(b"the tree at 3");
+    let loaded = leader.handle(
+        Input::SnapshotLoaded {
+            position: 3,
+            payload: snapshot.clone(),
+        },
+        31,
+    );
+    for id in [2, 3] {
+        assert_eq!(
+            snapshot_sent_to(&loaded, id).as_ref(),
+            Some(&snapshot),
+            "server {id} gets the snapshot"
+        );
+    }
 }
