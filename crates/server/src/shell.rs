@@ -524,7 +524,11 @@ impl CoreTask {
             }
             Fed::Delivery(Delivery::InstallSnapshot { position, payload }) => {
                 match DataTree::decode_snapshot(&payload, tree_config(&self.config)) {
-                    Ok(tree) => self.input(Input::InstallSnapshot { tree }),
+                    Ok(tree) => {
+                        let nodes = tree.node_count();
+                        self.input(Input::InstallSnapshot { tree });
+                        tracing::info!(position, nodes, "installed the leader's snapshot");
+                    }
                     Err(error) => {
                         // The leader's snapshot is unreadable here: carrying on would serve
                         // a state that is not the ensemble's.
