@@ -75,107 +75,20 @@ async fn bench(options: Options) -> ExitCode {
     let mut results = Vec::new();
     let mut settings = Vec::new();
     let mut failed = false;
-    if let Some(servers) = options.ensemble {
-        let kinds: &[ServerKind] = if options.compare {
-            &COMPARED
-        } else {
-            &[ServerKind::Zoolog]
+    for round in 1..=options.rounds {
+        if interrupt.is_set() {
+            break;
+        }
+        if options.rounds > 1 {
+            progress.println(format!("round {round} of {}", options.rounds));
+        }
+        let run = Run {
+            round,
+            options: &options,
+            interrupt: &interrupt,
+            progress: &progress,
         };
-        for &kind in kinds {
-            if interrupt.is_set() {
-                break;
-            }
-            progress.println(format!(
-                "starting a {servers}-server {} ensemble…",
-                kind.label()
-            ));
-            let started = async {
-                let ensemble = Ensemble::create(kind, servers, 0, None)?;
-                ensemble.up().await?;
-                Ok::<_, String>(ensemble)
-            };
-            let ensemble = tokio::select! {
-                started = started => started,
-                () = interrupt.wait() => Err("interrupted while starting".into()),
-            };
-            match ensemble {
-                Ok(ensemble) => {
-                    settings.push(format!("{}: {}", kind.label(), ensemble.settings()));
-                    let spread: Vec<String> = ensemble
-                        .members()
-                        .iter()
-                        .map(|member| member.hosts())
-                        .collect();
-                    failed |= !measure(
-                        Target {
-                            server: kind.label(),
-                            hosts: &ensemble.connect_string(),
-                            spread: &spread,
-                            ensemble: Some(&ensemble),
-                        },
-                        &options,
-                        &interrupt,
-                        &progress,
-                        &mut results,
-                    )
-                    .await;
-                    ensemble.stop_all();
-                }
-                Err(error) => {
-                    progress.println(format!("zoolog bench: {} ensemble: {error}", kind.label()));
-                    failed = true;
-                }
-            }
-        }
-    } else if options.compare {
-        for kind in COMPARED {
-            if interrupt.is_set() {
-                break;
-            }
-            progress.println(format!("starting {}…", kind.label()));
-            match kind.launch().await {
-                Ok(server) => {
-                    settings.push(format!(
-                        "{}: {}; data in {}",
-                        kind.label(),
-                        kind.settings(),
-                        server.data_dir().display()
-                    ));
-                    failed |= !measure(
-                        Target {
-                            server: kind.label(),
-                            hosts: &server.hosts,
-                            spread: &[],
-                            ensemble: None,
-                        },
-                        &options,
-                        &interrupt,
-                        &progress,
-                        &mut results,
-                    )
-                    .await;
-                }
-                Err(error) => {
-                    progress.println(format!("zoolog bench: {error}"));
-                    failed = true;
-                }
-            }
-        }
-    } else {
-        settings.push(format!("{TARGET_LABEL}: {}", options.servers));
-        failed = !measure(
-            Target {
-                server: TARGET_LABEL,
-                hosts: &options.servers,
-                spread: &[],
-                ensemble: None,
-            },
-            &options,
-            &interrupt,
-            &progress,
-            &mut results,
-        )
-        .await;
+        failed |= !run.measure_all(&mut settings, &mut results).await;
     }
     progress.finish();
     ctrl_c.abort();
@@ -209,39 +122,158 @@ struct Target<'a> {
     ensemble: Option<&'a Ensemble>,
 }
 
-/// Runs every selected workload against one server list; false if any of them failed (the
-/// points measured before the failure are kept).
-async fn measure(
-    target: Target<'_>,
-    options: &Options,
-    interrupt: &Signal,
-    progress: &Progress,
-    results: &mut Vec<Measurement>,
-) -> bool {
-    let server = target.server;
-    let context = workloads::Context {
-        server,
-        hosts: target.hosts,
-        spread: target.spread,
-        ensemble: target.ensemble,
-        options,
-        interrupt,
-        progress,
-    };
-    let mut succeeded = true;
-    for &workload in &options.workloads {
-        if interrupt.is_set() {
-            break;
+/// One of the `--rounds`: every server it measures, one after the other, each on fresh servers
+/// when the benchmark starts them.
+struct Run<'a> {
+    round: usize,
+    options: &'a Options,
+    interrupt: &'a Signal,
+    progress: &'a Progress,
+}
+
+impl Run<'_> {
+    /// Measures every server of the run; false if any part failed. Only the first round notes
+    /// the servers' settings in `settings`: later rounds start the same servers again.
+    async fn measure_all(
+        &self,
+        settings: &mut Vec<String>,
+        results: &mut Vec<Measurement>,
+    ) -> bool {
+        let mut note = |line: String| {
+            if self.round == 1 {
+                settings.push(line);
+            }
+        };
+        let mut succeeded = true;
+        if let Some(servers) = self.options.ensemble {
+            let kinds: &[ServerKind] = if self.options.compare {
+                &COMPARED
+            } else {
+                &[ServerKind::Zoolog]
+            };
+            for &kind in kinds {
+                if self.interrupt.is_set() {
+                    break;
+                }
+                self.progress.println(format!(
+                    "starting a {servers}-server {} ensemble…",
+                    kind.label()
+                ));
+                let started = async {
+                    let ensemble = Ensemble::create(kind, servers, 0, None)?;
+                    ensemble.up().await?;
+                    Ok::<_, String>(ensemble)
+                };
+                let ensemble = tokio::select! {
+                    started = started => started,
+                    () = self.interrupt.wait() => Err("interrupted while starting".into()),
+                };
+                match ensemble {
+                    Ok(ensemble) => {
+                        note(format!("{}: {}", kind.label(), ensemble.settings()));
+                        let spread: Vec<String> = ensemble
+                            .members()
+                            .iter()
+                            .map(|member| member.hosts())
+                            .collect();
+                        succeeded &= self
+                            .measure(
+                                Target {
+                                    server: kind.label(),
+                                    hosts: &ensemble.connect_string(),
+                                    spread: &spread,
+                                    ensemble: Some(&ensemble),
+                                },
+                                results,
+                            )
+                            .await;
+                        ensemble.stop_all();
+                    }
+                    Err(error) => {
+                        self.progress
+                            .println(format!("zoolog bench: {} ensemble: {error}", kind.label()));
+                        succeeded = false;
+                    }
+                }
+            }
+        } else if self.options.compare {
+            for kind in COMPARED {
+                if self.interrupt.is_set() {
+                    break;
+                }
+                self.progress.println(format!("starting {}…", kind.label()));
+                match kind.launch().await {
+                    Ok(server) => {
+                        note(format!(
+                            "{}: {}; data in {}",
+                            kind.label(),
+                            kind.settings(),
+                            server.data_dir().display()
+                        ));
+                        succeeded &= self
+                            .measure(
+                                Target {
+                                    server: kind.label(),
+                                    hosts: &server.hosts,
+                                    spread: &[],
+                                    ensemble: None,
+                                },
+                                results,
+                            )
+                            .await;
+                    }
+                    Err(error) => {
+                        self.progress.println(format!("zoolog bench: {error}"));
+                        succeeded = false;
+                    }
+                }
+            }
+        } else {
+            note(format!("{TARGET_LABEL}: {}", self.options.servers));
+            succeeded &= self
+                .measure(
+                    Target {
+                        server: TARGET_LABEL,
+                        hosts: &self.options.servers,
+                        spread: &[],
+                        ensemble: None,
+                    },
+                    results,
+                )
+                .await;
         }
-        if let Err(error) = workloads::run(workload, &context, results).await {
-            progress.println(format!(
-                "zoolog bench: {server} {}: {error}",
-                workload.name()
-            ));
-            succeeded = false;
-        }
+        succeeded
     }
-    succeeded
+
+    /// Runs every selected workload against one server list; false if any of them failed (the
+    /// points measured before the failure are kept).
+    async fn measure(&self, target: Target<'_>, results: &mut Vec<Measurement>) -> bool {
+        let server = target.server;
+        let context = workloads::Context {
+            server,
+            round: self.round,
+            hosts: target.hosts,
+            spread: target.spread,
+            ensemble: target.ensemble,
+            options: self.options,
+            interrupt: self.interrupt,
+            progress: self.progress,
+        };
+        let mut succeeded = true;
+        for &workload in &self.options.workloads {
+            if self.interrupt.is_set() {
+                break;
+            }
+            if let Err(error) = workloads::run(workload, &context, results).await {
+                self.progress.println(format!(
+                    "zoolog bench: {server} {}: {error}",
+                    workload.name()
+                ));
+                succeeded = false;
+            }
+        }
+        succeeded
+    }
 }
 
 /// The first Ctrl-C stops the run gracefully; a second one exits at once.
@@ -263,7 +295,7 @@ fn planned_time(options: &Options) -> std::time::Duration {
         .map(|&workload| workloads::planned_points(workload, options))
         .sum();
     let servers = if options.compare { COMPARED.len() } else { 1 };
-    (options.warmup + options.duration) * (points * servers) as u32
+    (options.warmup + options.duration) * (points * servers * options.rounds) as u32
 }
 
 fn write_results(
@@ -273,10 +305,11 @@ fn write_results(
     results: &[Measurement],
 ) -> std::io::Result<()> {
     report::write_csv_files(out_dir, results)?;
+    let combined = stats::combine_rounds(results);
     let mut summary = describe_run(options, settings);
-    summary.push_str(&report::results_tables(results));
+    summary.push_str(&report::results_tables(&combined));
     if options.compare {
-        let ratios = report::ratios(results);
+        let ratios = report::ratios(&combined);
         std::fs::write(out_dir.join("comparison.csv"), report::ratios_csv(&ratios))?;
         let _ = write!(
             summary,
@@ -291,7 +324,7 @@ fn write_results(
             );
         }
     }
-    match plot::write_plots(out_dir, results) {
+    match plot::write_plots(out_dir, &combined) {
         Ok(paths) => {
             for path in paths {
                 let _ = writeln!(summary, "\nPlot: {}", path.display());
@@ -335,6 +368,15 @@ fn describe_run(options: &Options, settings: &[String]) -> String {
             "- {servers}-server ensembles, measured one after the other; sessions spread \
              round-robin over the servers; leader-kill: {} trials",
             options.leader_kills
+        );
+    }
+    if options.rounds > 1 {
+        let _ = writeln!(
+            text,
+            "- {} rounds, each on fresh servers, the servers alternating; every row below combines \
+             them: the rate over all rounds' measured time, each latency figure the median of \
+             the rounds' (leader-kill max: the largest); results.csv has every round's rows",
+            options.rounds
         );
     }
     text
@@ -407,5 +449,10 @@ mod tests {
         };
         // 5 read ratios + 3 worker counts + 2 barrier sizes + 4 recipes, 12 s each, twice.
         assert_eq!(planned_time(&options).as_secs(), 14 * 12 * 2);
+        let rounds = Options {
+            rounds: 3,
+            ..options
+        };
+        assert_eq!(planned_time(&rounds).as_secs(), 14 * 12 * 2 * 3);
     }
 }

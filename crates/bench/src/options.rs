@@ -15,6 +15,10 @@ pub const USAGE: &str = "usage: zoolog bench [options]
                           sessions are spread over the servers round-robin. Defaults then:
                           --workload throughput,creates,leader-kill --read-ratios 0,0.7,1
   --leader-kills N        leader-kill: trials, each kill -9 of the leader (default 5)
+  --rounds N              measure everything N times, on fresh servers each round, the compared
+                          servers alternating (zoolog, Apache, zoolog, ...), so that a machine
+                          whose speed drifts during the run weighs on both alike; the tables and
+                          ratios give each point's median over the rounds (default 1)
   --workload NAME|all     throughput, creates, barrier, recipes, leader-kill (ensembles only)
                           or all (every one but leader-kill; default)
   --duration-s N          measured seconds per point (default 10)
@@ -50,6 +54,7 @@ pub struct Options {
     /// Servers per ensemble; `None` for standalone servers.
     pub ensemble: Option<usize>,
     pub leader_kills: usize,
+    pub rounds: usize,
     pub client_threads: usize,
 }
 
@@ -71,6 +76,7 @@ impl Default for Options {
             out: None,
             ensemble: None,
             leader_kills: 5,
+            rounds: 1,
             client_threads: 1,
         }
     }
@@ -90,6 +96,7 @@ const VALUE_BYTES_MAX: usize = 1 << 20;
 const DURATION_S_MAX: f64 = 3600.0;
 const ENSEMBLE_SERVERS_MAX: usize = 9;
 const LEADER_KILLS_MAX: usize = 100;
+const ROUNDS_MAX: usize = 20;
 const CLIENT_THREADS_MAX: usize = 256;
 
 pub fn parse(args: &[String]) -> Result<Command, String> {
@@ -156,6 +163,7 @@ fn apply(options: &mut Options, flag: &str, value: &str) -> Result<(), String> {
             options.ensemble = Some(servers);
         }
         "--leader-kills" => options.leader_kills = parse_count(flag, value, LEADER_KILLS_MAX)?,
+        "--rounds" => options.rounds = parse_count(flag, value, ROUNDS_MAX)?,
         "--client-threads" => {
             options.client_threads = parse_count(flag, value, CLIENT_THREADS_MAX)?
         }
@@ -237,7 +245,7 @@ mod tests {
             "--servers a:1,b:2 --workload throughput,barrier --duration-s 1.5 --warmup-s 0 \
              --sessions 3 --outstanding 4 --value-bytes 10 --read-ratios 0,0.5,1 \
              --create-workers 1,2 --barrier-clients 3 --recipe-clients 4 --out /tmp/x --compare \
-             --client-threads 3",
+             --client-threads 3 --rounds 2",
         ) else {
             panic!("did not parse");
         };
@@ -255,6 +263,7 @@ mod tests {
         assert_eq!(options.barrier_clients, vec![3]);
         assert_eq!(options.recipe_clients, 4);
         assert_eq!(options.client_threads, 3);
+        assert_eq!(options.rounds, 2);
         assert_eq!(options.out, Some(PathBuf::from("/tmp/x")));
         assert!(options.compare);
     }
@@ -269,6 +278,8 @@ mod tests {
             "--bogus 1",
             "--out",
             "--read-ratios ,",
+            "--rounds 0",
+            "--rounds 21",
         ] {
             assert!(parse_words(line).is_err(), "{line} was accepted");
         }

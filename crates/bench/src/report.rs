@@ -6,10 +6,10 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use crate::stats::{Measurement, Workload};
+use crate::stats::{combine_rounds, Measurement, Workload};
 
 pub const CSV_HEADER: &str = "server,workload,point,x,operations,errors,elapsed_s,rate_per_s,\
-latency_mean_ms,latency_p50_ms,latency_p99_ms,latency_p999_ms,complete,latency_max_ms";
+latency_mean_ms,latency_p50_ms,latency_p99_ms,latency_p999_ms,complete,latency_max_ms,round";
 
 pub fn to_csv(rows: &[&Measurement]) -> String {
     let mut csv = format!("{CSV_HEADER}\n");
@@ -30,6 +30,7 @@ pub fn to_csv(rows: &[&Measurement]) -> String {
             optional_ms(latency.p999_ms),
             row.complete.to_string(),
             optional_ms(latency.max_ms),
+            row.round.to_string(),
         ];
         csv.push_str(&fields.join(","));
         csv.push('\n');
@@ -213,55 +214,101 @@ pub fn ratios(results: &[Measurement]) -> Vec<Ratio> {
     ratios
 }
 
+/// One target checked at one point.
+struct TargetCheck {
+    target: String,
+    point: String,
+    zoolog: f64,
+    apache: f64,
+    met: bool,
+}
+
 /// The issue's targets for 3-server ensembles, checked against a `--ensemble --compare` run:
-/// one line per target and point, with both values, the ratio and whether it is met.
+/// one line per target and point, with both values and the ratio over the combined rounds
+/// (see [`combine_rounds`]), whether that is met, and in how many of the single rounds it was.
 pub fn ensemble_targets(results: &[Measurement]) -> String {
-    let find = |server: &str, workload: Workload, point: &str| {
-        results
-            .iter()
-            .find(|row| row.server == server && row.workload == workload && row.point == point)
-    };
+    let combined = combine_rounds(results);
+    let mut rounds: Vec<usize> = results.iter().map(|row| row.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let checks_by_round: Vec<Vec<TargetCheck>> = rounds
+        .iter()
+        .map(|&round| {
+            let rows: Vec<&Measurement> = results.iter().filter(|row| row.round == round).collect();
+            target_checks(&rows)
+        })
+        .collect();
     let mut text = String::from(
-        "| target | point | zoolog | Apache | zoolog/Apache | met |\n|---|---|---:|---:|---:|---|\n",
+        "| target | point | zoolog | Apache | zoolog/Apache | met | rounds met |\n\
+         |---|---|---:|---:|---:|---|---:|\n",
     );
-    let mut line = |target: &str,
-                    point: &str,
-                    zoolog: Option<f64>,
-                    apache: Option<f64>,
-                    met: &dyn Fn(f64, f64) -> bool| {
-        let (Some(zoolog), Some(apache)) = (zoolog, apache) else {
-            return;
-        };
-        let ratio = if apache > 0.0 {
-            format!("{:.2}", zoolog / apache)
+    for check in target_checks(&combined.iter().collect::<Vec<_>>()) {
+        let rounds_met = checks_by_round
+            .iter()
+            .filter(|checks| {
+                checks.iter().any(|other| {
+                    other.met && other.target == check.target && other.point == check.point
+                })
+            })
+            .count();
+        let ratio = if check.apache > 0.0 {
+            format!("{:.2}", check.zoolog / check.apache)
         } else {
             "–".into()
         };
         let _ = writeln!(
             text,
-            "| {target} | {point} | {} | {} | {ratio} | {} |",
-            format_number(zoolog),
-            format_number(apache),
-            if met(zoolog, apache) { "yes" } else { "**no**" }
+            "| {} | {} | {} | {} | {ratio} | {} | {rounds_met}/{} |",
+            check.target,
+            check.point,
+            format_number(check.zoolog),
+            format_number(check.apache),
+            if check.met { "yes" } else { "**no**" },
+            rounds.len()
         );
+    }
+    text
+}
+
+/// Every target that `rows` (one row per server and point) hold both values for.
+fn target_checks(rows: &[&Measurement]) -> Vec<TargetCheck> {
+    let find = |server: &str, workload: Workload, point: &str| {
+        rows.iter()
+            .find(|row| row.server == server && row.workload == workload && row.point == point)
+    };
+    let mut checks = Vec::new();
+    let mut check = |target: &str,
+                     point: &str,
+                     zoolog: Option<f64>,
+                     apache: Option<f64>,
+                     met: &dyn Fn(f64, f64) -> bool| {
+        if let (Some(zoolog), Some(apache)) = (zoolog, apache) {
+            checks.push(TargetCheck {
+                target: target.to_string(),
+                point: point.to_string(),
+                zoolog,
+                apache,
+                met: met(zoolog, apache),
+            });
+        }
     };
     for (read_ratio, target, factor) in [
         ("0", "throughput ≥ 3× (writes)", 3.0),
         ("0.7", "throughput ≥ 2.5× at 70% reads", 2.5),
     ] {
         let point = format!("read_ratio={read_ratio}");
-        let rate = |server| find(server, Workload::Throughput, &point).map(Measurement::rate_per_s);
-        line(target, &point, rate("zoolog"), rate("apache"), &|z, a| {
+        let rate = |server| find(server, Workload::Throughput, &point).map(|row| row.rate_per_s());
+        check(target, &point, rate("zoolog"), rate("apache"), &|z, a| {
             z >= factor * a
         });
     }
-    let p99_rows = results
+    let p99_rows = rows
         .iter()
         .filter(|row| row.server == "zoolog")
         .filter(|row| matches!(row.workload, Workload::Throughput | Workload::Creates));
     for zoolog in p99_rows {
         let apache = find("apache", zoolog.workload, &zoolog.point);
-        line(
+        check(
             &format!("{} p99 ms ≤ ⅓ of Apache's", zoolog.workload.name()),
             &zoolog.point,
             zoolog.latency.p99_ms,
@@ -271,21 +318,21 @@ pub fn ensemble_targets(results: &[Measurement]) -> String {
     }
     let kill = |server| find(server, Workload::LeaderKill, "kill -9 leader").map(|row| row.latency);
     let (zoolog, apache) = (kill("zoolog"), kill("apache"));
-    line(
+    check(
         "leader kill to first write < 200 ms",
         "median ms",
         zoolog.and_then(|l| l.p50_ms),
         apache.and_then(|l| l.p50_ms),
         &|z, _| z < 200.0,
     );
-    line(
+    check(
         "leader kill to first write < 200 ms",
         "max ms",
         zoolog.and_then(|l| l.max_ms),
         apache.and_then(|l| l.max_ms),
         &|z, _| z < 200.0,
     );
-    text
+    checks
 }
 
 pub fn ratios_table(ratios: &[Ratio]) -> String {
@@ -379,6 +426,7 @@ mod tests {
     ) -> Measurement {
         Measurement {
             server: server.into(),
+            round: 1,
             workload,
             point: point.into(),
             x: 0.5,
@@ -404,7 +452,7 @@ mod tests {
         assert_eq!(lines[0], CSV_HEADER);
         assert_eq!(
             lines[1],
-            "zoolog,throughput,read_ratio=0.5,0.5,1000,1,2.000,500.0,1.250,1.250,2.500,,true,"
+            "zoolog,throughput,read_ratio=0.5,0.5,1000,1,2.000,500.0,1.250,1.250,2.500,,true,,1"
         );
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1].split(',').count(), CSV_HEADER.split(',').count());
@@ -434,6 +482,27 @@ mod tests {
             .nth(1)
             .unwrap()
             .ends_with(",3.0000"));
+    }
+
+    #[test]
+    fn targets_take_the_median_round_and_count_the_rounds_that_met_them() {
+        let mut results = Vec::new();
+        for (round, zoolog_p50_ms) in [(1, 0.1), (2, 0.3), (3, 0.15)] {
+            for (server, p50_ms) in [("zoolog", zoolog_p50_ms), ("apache", 0.5)] {
+                let mut measured = row(server, Workload::Creates, "workers=1", 100, p50_ms);
+                measured.round = round;
+                results.push(measured);
+            }
+        }
+        let table = ensemble_targets(&results);
+        let line = table
+            .lines()
+            .find(|line| line.contains("workers=1"))
+            .expect("a line for the point");
+        assert_eq!(
+            line,
+            "| creates p99 ms ≤ ⅓ of Apache's | workers=1 | 0.30 | 1.00 | 0.30 | yes | 2/3 |"
+        );
     }
 
     #[test]

@@ -181,6 +181,8 @@ impl Workload {
 pub struct Measurement {
     /// Which server list: "zoolog", "apache", or "target" for `--servers`.
     pub server: String,
+    /// Which of the `--rounds` measured it, from 1; 0 for a row that combines all of them.
+    pub round: usize,
     pub workload: Workload,
     /// The point's parameter as text, e.g. `read_ratio=0.3`, `workers=10`, `lock`.
     pub point: String,
@@ -204,6 +206,67 @@ impl Measurement {
         } else {
             0.0
         }
+    }
+
+    fn is_same_point(&self, other: &Measurement) -> bool {
+        self.server == other.server && self.workload == other.workload && self.point == other.point
+    }
+}
+
+/// One row per server, workload and point, in the order they were first measured: the rounds
+/// of `results` combined. The rate pools the rounds' operations over their measured time. Each
+/// latency percentile, and the mean, is the median of the rounds' values, so that no single
+/// round (a machine that was slow for a minute) decides a point; the maximum is the largest.
+pub fn combine_rounds(results: &[Measurement]) -> Vec<Measurement> {
+    let mut combined: Vec<Measurement> = Vec::new();
+    for row in results {
+        if combined.iter().any(|done| done.is_same_point(row)) {
+            continue;
+        }
+        let rounds: Vec<&Measurement> = results
+            .iter()
+            .filter(|other| other.is_same_point(row))
+            .collect();
+        combined.push(combine(row, &rounds));
+    }
+    combined
+}
+
+fn combine(first: &Measurement, rounds: &[&Measurement]) -> Measurement {
+    let median_of = |read: fn(&LatencySummary) -> Option<f64>| {
+        median(rounds.iter().filter_map(|row| read(&row.latency)).collect())
+    };
+    Measurement {
+        server: first.server.clone(),
+        round: 0,
+        workload: first.workload,
+        point: first.point.clone(),
+        x: first.x,
+        operations: rounds.iter().map(|row| row.operations).sum(),
+        errors: rounds.iter().map(|row| row.errors).sum(),
+        elapsed_s: rounds.iter().map(|row| row.elapsed_s).sum(),
+        latency: LatencySummary {
+            mean_ms: median_of(|latency| latency.mean_ms),
+            p50_ms: median_of(|latency| latency.p50_ms),
+            p99_ms: median_of(|latency| latency.p99_ms),
+            p999_ms: median_of(|latency| latency.p999_ms),
+            max_ms: rounds
+                .iter()
+                .filter_map(|row| row.latency.max_ms)
+                .reduce(f64::max),
+        },
+        complete: rounds.iter().all(|row| row.complete),
+    }
+}
+
+/// The middle value, or the mean of the two middle values; `None` for no values.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        count if count % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
     }
 }
 
@@ -283,6 +346,7 @@ mod tests {
     fn rate_is_operations_per_second() {
         let measurement = Measurement {
             server: "zoolog".into(),
+            round: 1,
             workload: Workload::Creates,
             point: "workers=1".into(),
             x: 1.0,
@@ -293,6 +357,58 @@ mod tests {
             complete: true,
         };
         assert_eq!(measurement.rate_per_s(), 250.0);
+    }
+
+    fn round_of(round: usize, operations: u64, p99_ms: f64, max_ms: f64) -> Measurement {
+        Measurement {
+            server: "zoolog".into(),
+            round,
+            workload: Workload::Creates,
+            point: "workers=1".into(),
+            x: 1.0,
+            operations,
+            errors: 1,
+            elapsed_s: 10.0,
+            latency: LatencySummary {
+                p99_ms: Some(p99_ms),
+                max_ms: Some(max_ms),
+                ..LatencySummary::default()
+            },
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn rounds_combine_into_one_row_per_point() {
+        let mut other_point = round_of(1, 7, 7.0, 7.0);
+        other_point.point = "workers=10".into();
+        let results = [
+            round_of(1, 1000, 0.2, 3.0),
+            other_point,
+            round_of(2, 2000, 0.9, 9.0),
+            round_of(3, 3000, 0.3, 4.0),
+        ];
+        let combined = combine_rounds(&results);
+        assert_eq!(combined.len(), 2);
+        let first = &combined[0];
+        assert_eq!((first.round, first.point.as_str()), (0, "workers=1"));
+        assert_eq!(first.rate_per_s(), 200.0, "6000 operations in 30 s");
+        assert_eq!(first.errors, 3);
+        assert_eq!(
+            first.latency.p99_ms,
+            Some(0.3),
+            "the slow round is not the median"
+        );
+        assert_eq!(first.latency.max_ms, Some(9.0));
+        assert_eq!(first.latency.p50_ms, None);
+        assert_eq!(combined[1].latency.p99_ms, Some(7.0));
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
     #[test]

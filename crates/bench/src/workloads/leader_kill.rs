@@ -145,6 +145,7 @@ fn summary_row(
     let latency: LatencySummary = unavailability.summary();
     Measurement {
         server: context.server.to_string(),
+        round: context.round,
         workload: Workload::LeaderKill,
         point: "kill -9 leader".into(),
         x: unavailability.count() as f64,

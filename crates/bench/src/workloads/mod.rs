@@ -34,6 +34,8 @@ const SESSION_TIMEOUT_MS: u32 = 30_000;
 pub struct Context<'a> {
     /// The name of the server list in the results.
     pub server: &'a str,
+    /// Which of the `--rounds` this is, from 1.
+    pub round: usize,
     pub hosts: &'a str,
     /// What each session connects to, round-robin: one server each in an ensemble (so that
     /// the sessions spread over all of them), else the whole list.
@@ -211,6 +213,7 @@ impl Recorder {
         }
         Measurement {
             server: context.server.to_string(),
+            round: context.round,
             workload,
             point: point.to_string(),
             x,
