@@ -53,7 +53,9 @@
 //!    committed entries in log order, and since a new leader's history contains every entry
 //!    committed before it and is delivered before anything it proposes, delivery follows
 //!    primary order. Followers forward their clients' commands to the leader, numbered so that a
-//!    retransmitted forward is proposed once.
+//!    retransmitted forward is proposed once. When the proposals in flight leave no room, the
+//!    leader holds a learner's commands (as many as the learner may have unconfirmed) and
+//!    proposes them as commits make room, taking from the learners in turn.
 //!
 //! # Why it is safe
 //!
@@ -130,7 +132,8 @@ pub struct Config {
     /// Entries the leader has proposed but not yet committed; [`Zab::append_capacity`] is
     /// zero when it is reached.
     pub proposals_in_flight_max: u64,
-    /// Commands a follower has forwarded that the leader has not yet confirmed.
+    /// Commands a follower has forwarded that the leader has not yet confirmed; also how
+    /// many of one learner's commands the leader holds while it has no room to propose them.
     pub forwards_in_flight_max: u64,
     /// The most entries one `Propose` or `Forward` message carries. A `NewLeader` carries
     /// at least the leader's whole history as of its establishment (the learner records the

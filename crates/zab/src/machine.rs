@@ -153,6 +153,10 @@ struct Peer {
     sync_bytes: u64,
     /// How many of this learner's forwarded commands have been proposed.
     forwards_taken: u64,
+    /// The learner's next forwarded commands, in its order, held while the proposals in
+    /// flight leave no room for them. At most `forwards_in_flight_max`: the learner keeps no
+    /// more unconfirmed, so only a duplicate could go beyond, and one beyond is dropped.
+    forwards_waiting: VecDeque<Bytes>,
     /// The highest of our durable positions we have told the learner.
     durable_told: Position,
 }
@@ -204,6 +208,7 @@ impl Peer {
             syncs_sent: 0,
             sync_bytes: 0,
             forwards_taken: 0,
+            forwards_waiting: VecDeque::new(),
             durable_told: 0,
         }
     }
@@ -1128,6 +1133,10 @@ impl Zab {
         self.leader_advance_commit();
     }
 
+    /// Queues a learner's forwarded commands behind those it sent before, and proposes
+    /// what there is room for. A command is proposed once, by its sequence number: a resent
+    /// one already taken or waiting is skipped, and one after a gap (its predecessors lost
+    /// with a connection) is dropped until the learner resends from the gap.
     fn leader_forward(
         &mut self,
         from: ServerId,
@@ -1135,7 +1144,7 @@ impl Zab {
         first_sequence: u64,
         payloads: Vec<Bytes>,
     ) {
-        let mut accepted = Vec::new();
+        let mut queued = false;
         self.with_leader(|zab, leader| {
             if epoch != leader.epoch || leader.stage != LeaderStage::Broadcast {
                 return;
@@ -1143,14 +1152,49 @@ impl Zab {
             let Some(peer) = leader.peers.get_mut(&from) else {
                 return;
             };
-            if !peer.synced || first_sequence > peer.forwards_taken + 1 {
+            let next_sequence = peer.forwards_taken + peer.forwards_waiting.len() as u64 + 1;
+            if !peer.synced || first_sequence > next_sequence {
                 return;
             }
-            let already = (peer.forwards_taken + 1 - first_sequence) as usize;
-            let room = zab.leader_capacity() as usize;
-            accepted = payloads.into_iter().skip(already).take(room).collect();
-            peer.forwards_taken += accepted.len() as u64;
+            let already = (next_sequence - first_sequence) as usize;
+            let room = (zab.config.forwards_in_flight_max as usize)
+                .saturating_sub(peer.forwards_waiting.len());
+            peer.forwards_waiting
+                .extend(payloads.into_iter().skip(already).take(room));
             peer.last_heard_ms = zab.now_ms;
+            queued = true;
+        });
+        if queued {
+            self.propose_waiting_forwards();
+        }
+    }
+
+    /// Proposes the learners' waiting commands that the proposals in flight leave room for,
+    /// one learner's at a time in turn, so that no learner's clients wait behind another's
+    /// backlog. Called when commands arrive and whenever a commit makes room.
+    fn propose_waiting_forwards(&mut self) {
+        let mut accepted = Vec::new();
+        self.with_leader(|zab, leader| {
+            if leader.stage != LeaderStage::Broadcast {
+                return;
+            }
+            let mut room = zab.leader_capacity() as usize;
+            while room > 0 {
+                let room_before = room;
+                for peer in leader.peers.values_mut() {
+                    if room == 0 {
+                        break;
+                    }
+                    if let Some(payload) = peer.forwards_waiting.pop_front() {
+                        accepted.push(payload);
+                        peer.forwards_taken += 1;
+                        room -= 1;
+                    }
+                }
+                if room == room_before {
+                    break;
+                }
+            }
         });
         if !accepted.is_empty() {
             self.propose(accepted);
@@ -1230,6 +1274,7 @@ impl Zab {
     /// Commits what a quorum of synchronized participants has made durable, and becomes
     /// established once a quorum has acknowledged `NewLeader`.
     fn leader_advance_commit(&mut self) {
+        let mut made_room = false;
         self.with_leader(|zab, leader| {
             if !matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
                 return;
@@ -1257,7 +1302,11 @@ impl Zab {
                 zab.deliver();
             }
             zab.announce(leader, commit_advanced);
+            made_room = commit_advanced;
         });
+        if made_room {
+            self.propose_waiting_forwards();
+        }
     }
 
     /// Whether a follower's durable log and the leader's are a quorum by themselves (two of

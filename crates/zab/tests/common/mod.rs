@@ -113,7 +113,13 @@ pub fn broadcasting_follower(participants: u64) -> Zab {
 /// Server 1 of `participants`, leading epoch 1 with every other participant synchronized
 /// (each on its first attempt, `link(1)`), on an empty history.
 pub fn broadcasting_leader(participants: u64) -> Zab {
-    let (mut zab, _) = Zab::new(config(1, participants), Recovered::default(), 0);
+    broadcasting_leader_with(config(1, participants))
+}
+
+/// As [`broadcasting_leader`], with server 1's `config` (which says who participates).
+pub fn broadcasting_leader_with(config: Config) -> Zab {
+    let participants = config.members.len() as u64;
+    let (mut zab, _) = Zab::new(config, Recovered::default(), 0);
     let followers = 2..=participants;
     for from in followers.clone() {
         zab.handle(vote(from, 1, 1), 1);
