@@ -54,8 +54,9 @@
 //!    committed before it and is delivered before anything it proposes, delivery follows
 //!    primary order. Followers forward their clients' commands to the leader, numbered so that a
 //!    retransmitted forward is proposed once. When the proposals in flight leave no room, the
-//!    leader holds a learner's commands (as many as the learner may have unconfirmed) and
-//!    proposes them as commits make room, taking from the learners in turn.
+//!    leader holds commands (for each learner, as many as it may have unconfirmed, and as
+//!    many for its own clients) and proposes them as commits make room, taking from its own
+//!    clients and each learner in turn.
 //!
 //! # Why it is safe
 //!
@@ -129,11 +130,12 @@ pub struct Config {
     /// whole sync, maybe a snapshot) after four of them and one more per 32 MiB it carries,
     /// then after twice as long each time.
     pub heartbeat_ms: u64,
-    /// Entries the leader has proposed but not yet committed; [`Zab::append_capacity`] is
-    /// zero when it is reached.
+    /// Entries the leader has proposed but not yet committed. Beyond them it holds commands
+    /// until commits make room.
     pub proposals_in_flight_max: u64,
     /// Commands a follower has forwarded that the leader has not yet confirmed; also how
-    /// many of one learner's commands the leader holds while it has no room to propose them.
+    /// many commands the leader holds, for each learner and for its own clients, while it has
+    /// no room to propose them. [`Zab::append_capacity`] is zero when it is reached.
     pub forwards_in_flight_max: u64,
     /// The most entries one `Propose` or `Forward` message carries. A `NewLeader` carries
     /// at least the leader's whole history as of its establishment (the learner records the

@@ -95,6 +95,9 @@ struct Leader {
     /// The leader's last position when its history was fixed (start of synchronization).
     history_end: Position,
     last_quorum_ms: u64,
+    /// This server's own clients' commands, held while the proposals in flight leave no room
+    /// for them; they take their turn with each learner's waiting forwards.
+    own_waiting: VecDeque<Bytes>,
 }
 
 impl Leader {
@@ -316,12 +319,11 @@ impl Zab {
     /// How many more commands [`Input::Append`] takes now (0 when not serving).
     pub fn append_capacity(&self) -> u64 {
         match &self.phase {
-            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => {
-                let in_flight = self.history.last_position() - self.committed;
-                self.config
-                    .proposals_in_flight_max
-                    .saturating_sub(in_flight)
-            }
+            // Held until there is room, as many as a learner may have forwarded unconfirmed.
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => self
+                .config
+                .forwards_in_flight_max
+                .saturating_sub(leader.own_waiting.len() as u64),
             // Observers forward their clients' commands too; they only do not vote.
             Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => self
                 .config
@@ -508,6 +510,7 @@ impl Zab {
             peers: BTreeMap::new(),
             history_end: 0,
             last_quorum_ms: self.now_ms,
+            own_waiting: VecDeque::new(),
         }));
         self.leader_try_choose_epoch();
     }
@@ -760,8 +763,11 @@ impl Zab {
         if payloads.is_empty() {
             return;
         }
-        match &self.phase {
-            Phase::Leading(_) => self.propose(payloads),
+        match &mut self.phase {
+            Phase::Leading(leader) => {
+                leader.own_waiting.extend(payloads);
+                self.propose_waiting();
+            }
             Phase::Learning(_) => self.forward(payloads),
             _ => unreachable!("append_capacity is 0 when not serving"),
         }
@@ -1165,14 +1171,15 @@ impl Zab {
             queued = true;
         });
         if queued {
-            self.propose_waiting_forwards();
+            self.propose_waiting();
         }
     }
 
-    /// Proposes the learners' waiting commands that the proposals in flight leave room for,
-    /// one learner's at a time in turn, so that no learner's clients wait behind another's
-    /// backlog. Called when commands arrive and whenever a commit makes room.
-    fn propose_waiting_forwards(&mut self) {
+    /// Proposes the waiting commands (this server's clients', then each learner's) that the
+    /// proposals in flight leave room for, one from each in turn, so that no server's clients
+    /// wait behind another's backlog. Called when commands arrive and whenever a commit makes
+    /// room.
+    fn propose_waiting(&mut self) {
         let mut accepted = Vec::new();
         self.with_leader(|zab, leader| {
             if leader.stage != LeaderStage::Broadcast {
@@ -1181,6 +1188,10 @@ impl Zab {
             let mut room = zab.leader_capacity() as usize;
             while room > 0 {
                 let room_before = room;
+                if let Some(payload) = leader.own_waiting.pop_front() {
+                    accepted.push(payload);
+                    room -= 1;
+                }
                 for peer in leader.peers.values_mut() {
                     if room == 0 {
                         break;
@@ -1305,7 +1316,7 @@ impl Zab {
             made_room = commit_advanced;
         });
         if made_room {
-            self.propose_waiting_forwards();
+            self.propose_waiting();
         }
     }
 

@@ -1,6 +1,7 @@
 //! A leader whose proposals in flight leave no room holds a learner's forwarded commands and
 //! proposes them, in the learner's order, as commits make room: the learner's clients do not
-//! wait for its stall resend (two heartbeats) under load.
+//! wait for its stall resend (two heartbeats) under load. Its own clients' commands wait
+//! with them and take turns, so neither side's clients starve the other's.
 
 mod common;
 
@@ -95,4 +96,18 @@ fn forwards_after_a_gap_wait_for_the_learner_to_fill_it() {
     );
     assert_eq!(proposed(&zab.handle(forward(2, 2..=4), 12)), vec![2]);
     assert_eq!(proposed(&commit_through(&mut zab, 2, 13)), vec![3, 4]);
+}
+
+#[test]
+fn the_leaders_own_commands_take_turns_with_a_learners() {
+    let mut zab = leader_with_room_for_two();
+    assert_eq!(proposed(&zab.handle(forward(1, 1..=4), 10)), vec![1, 2]);
+    let own = (10..=12)
+        .map(|command| Bytes::from(vec![command]))
+        .collect();
+    let actions = zab.handle(Input::Append { payloads: own }, 11);
+    assert_eq!(proposed(&actions), Vec::<u8>::new(), "no room: it waits");
+    assert_eq!(proposed(&commit_through(&mut zab, 2, 12)), vec![10, 3]);
+    assert_eq!(proposed(&commit_through(&mut zab, 4, 13)), vec![11, 4]);
+    assert_eq!(proposed(&commit_through(&mut zab, 6, 14)), vec![12]);
 }
