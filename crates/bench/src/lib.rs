@@ -144,105 +144,117 @@ impl Run<'_> {
                 settings.push(line);
             }
         };
-        let mut succeeded = true;
         if let Some(servers) = self.options.ensemble {
             let kinds: &[ServerKind] = if self.options.compare {
                 &COMPARED
             } else {
                 &[ServerKind::Zoolog]
             };
+            let mut succeeded = true;
             for &kind in kinds {
                 if self.interrupt.is_set() {
                     break;
                 }
-                self.progress.println(format!(
-                    "starting a {servers}-server {} ensemble…",
-                    kind.label()
-                ));
-                let started = async {
-                    let ensemble = Ensemble::create(kind, servers, 0, None)?;
-                    ensemble.up().await?;
-                    Ok::<_, String>(ensemble)
-                };
-                let ensemble = tokio::select! {
-                    started = started => started,
-                    () = self.interrupt.wait() => Err("interrupted while starting".into()),
-                };
-                match ensemble {
-                    Ok(ensemble) => {
-                        note(format!("{}: {}", kind.label(), ensemble.settings()));
-                        let spread: Vec<String> = ensemble
-                            .members()
-                            .iter()
-                            .map(|member| member.hosts())
-                            .collect();
-                        succeeded &= self
-                            .measure(
-                                Target {
-                                    server: kind.label(),
-                                    hosts: &ensemble.connect_string(),
-                                    spread: &spread,
-                                    ensemble: Some(&ensemble),
-                                },
-                                results,
-                            )
-                            .await;
-                        ensemble.stop_all();
-                    }
-                    Err(error) => {
-                        self.progress
-                            .println(format!("zoolog bench: {} ensemble: {error}", kind.label()));
-                        succeeded = false;
-                    }
-                }
+                succeeded &= self
+                    .measure_ensemble(kind, servers, &mut note, results)
+                    .await;
             }
+            succeeded
         } else if self.options.compare {
+            let mut succeeded = true;
             for kind in COMPARED {
                 if self.interrupt.is_set() {
                     break;
                 }
-                self.progress.println(format!("starting {}…", kind.label()));
-                match kind.launch().await {
-                    Ok(server) => {
-                        note(format!(
-                            "{}: {}; data in {}",
-                            kind.label(),
-                            kind.settings(),
-                            server.data_dir().display()
-                        ));
-                        succeeded &= self
-                            .measure(
-                                Target {
-                                    server: kind.label(),
-                                    hosts: &server.hosts,
-                                    spread: &[],
-                                    ensemble: None,
-                                },
-                                results,
-                            )
-                            .await;
-                    }
-                    Err(error) => {
-                        self.progress.println(format!("zoolog bench: {error}"));
-                        succeeded = false;
-                    }
-                }
+                succeeded &= self.measure_standalone(kind, &mut note, results).await;
             }
+            succeeded
         } else {
             note(format!("{TARGET_LABEL}: {}", self.options.servers));
-            succeeded &= self
-                .measure(
-                    Target {
-                        server: TARGET_LABEL,
-                        hosts: &self.options.servers,
-                        spread: &[],
-                        ensemble: None,
-                    },
-                    results,
-                )
-                .await;
+            let target = Target {
+                server: TARGET_LABEL,
+                hosts: &self.options.servers,
+                spread: &[],
+                ensemble: None,
+            };
+            self.measure(target, results).await
         }
+    }
+
+    /// Starts a `servers`-server ensemble of `kind`, measures it and stops it.
+    async fn measure_ensemble(
+        &self,
+        kind: ServerKind,
+        servers: usize,
+        note: &mut impl FnMut(String),
+        results: &mut Vec<Measurement>,
+    ) -> bool {
+        self.progress.println(format!(
+            "starting a {servers}-server {} ensemble…",
+            kind.label()
+        ));
+        let started = async {
+            let ensemble = Ensemble::create(kind, servers, 0, None)?;
+            ensemble.up().await?;
+            Ok::<_, String>(ensemble)
+        };
+        let ensemble = tokio::select! {
+            started = started => started,
+            () = self.interrupt.wait() => Err("interrupted while starting".into()),
+        };
+        let ensemble = match ensemble {
+            Ok(ensemble) => ensemble,
+            Err(error) => {
+                self.progress
+                    .println(format!("zoolog bench: {} ensemble: {error}", kind.label()));
+                return false;
+            }
+        };
+        note(format!("{}: {}", kind.label(), ensemble.settings()));
+        let spread: Vec<String> = ensemble
+            .members()
+            .iter()
+            .map(|member| member.hosts())
+            .collect();
+        let target = Target {
+            server: kind.label(),
+            hosts: &ensemble.connect_string(),
+            spread: &spread,
+            ensemble: Some(&ensemble),
+        };
+        let succeeded = self.measure(target, results).await;
+        ensemble.stop_all();
         succeeded
+    }
+
+    /// Starts a standalone server of `kind` and measures it (it stops when dropped).
+    async fn measure_standalone(
+        &self,
+        kind: ServerKind,
+        note: &mut impl FnMut(String),
+        results: &mut Vec<Measurement>,
+    ) -> bool {
+        self.progress.println(format!("starting {}…", kind.label()));
+        let server = match kind.launch().await {
+            Ok(server) => server,
+            Err(error) => {
+                self.progress.println(format!("zoolog bench: {error}"));
+                return false;
+            }
+        };
+        note(format!(
+            "{}: {}; data in {}",
+            kind.label(),
+            kind.settings(),
+            server.data_dir().display()
+        ));
+        let target = Target {
+            server: kind.label(),
+            hosts: &server.hosts,
+            spread: &[],
+            ensemble: None,
+        };
+        self.measure(target, results).await
     }
 
     /// Runs every selected workload against one server list; false if any of them failed (the

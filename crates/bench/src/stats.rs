@@ -260,7 +260,7 @@ fn combine(first: &Measurement, rounds: &[&Measurement]) -> Measurement {
 }
 
 /// The middle value, or the mean of the two middle values; `None` for no values.
-pub fn median(mut values: Vec<f64>) -> Option<f64> {
+fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
     match values.len() {

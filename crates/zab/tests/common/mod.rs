@@ -116,7 +116,7 @@ pub fn broadcasting_leader(participants: u64) -> Zab {
     broadcasting_leader_with(config(1, participants))
 }
 
-/// As [`broadcasting_leader`], with server 1's `config` (which says who participates).
+/// As [`broadcasting_leader`], with server 1's `config`, whose members must all be participants.
 pub fn broadcasting_leader_with(config: Config) -> Zab {
     let participants = config.members.len() as u64;
     let (mut zab, _) = Zab::new(config, Recovered::default(), 0);
