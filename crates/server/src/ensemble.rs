@@ -14,7 +14,7 @@
 //! shared by every peer's copy. A connection opens with a hello naming the sender. Messages
 //! a full queue or a broken connection loses are fine: the protocol retransmits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,7 +68,9 @@ const APPEND_QUEUE_ENTRIES_MAX: usize = 16_384;
 const DELIVERIES_MAX: usize = 1024;
 const TICK_MS: u64 = 5;
 const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
-const HELLO_VERSION: u8 = 1;
+/// 2: `Propose` says which forwards the leader has received. A peer of another version is
+/// refused at its hello rather than misread.
+const HELLO_VERSION: u8 = 2;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
@@ -275,6 +277,7 @@ impl Ensemble {
             committed: committed.clone(),
             clock: Instant::now(),
             board: board.clone(),
+            held_appends: VecDeque::new(),
         };
         tasks.push(tokio::spawn(driver.run(
             first_actions,
@@ -436,6 +439,8 @@ fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabC
     zab.heartbeat_ms = (tick_ms / 2).clamp(1, 500);
     zab.election_retry_ms = 50;
     zab.election_finalize_ms = 20;
+    // What is in flight waits in a log writer's queue (see `Driver::held_appends`).
+    zab.in_flight_bytes_max = config.wal_limits().queue_bytes_max as u64;
     zab.incarnation = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_micros() as u64);
@@ -502,6 +507,12 @@ struct Driver {
     committed: Arc<AtomicU64>,
     clock: Instant,
     board: Arc<Mutex<LeaderBoard>>,
+    /// Appends the replica's queue had no room for, in order, handed to it as its writer
+    /// drains and before any other replica operation. Only a learner's sync brings more than
+    /// the queue holds: the protocol keeps everything else in flight within it
+    /// (`in_flight_bytes_max`). Waiting for room instead would stall this server's only
+    /// thread, its heartbeats and its clients with it.
+    held_appends: VecDeque<Vec<ReplicaEntry>>,
 }
 
 impl Driver {
@@ -521,7 +532,8 @@ impl Driver {
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            let accepting = self.zab.append_capacity() > 0 || !self.zab.status().is_serving();
+            let accepting =
+                !self.zab.append_capacity().is_none() || !self.zab.status().is_serving();
             let input = tokio::select! {
                 Some(event) = inbox.recv() => match event {
                     PeerEvent::Message { from, message } => Input::Message { from, message },
@@ -537,14 +549,11 @@ impl Driver {
                         // been ordered, as far as the client knows.
                         continue;
                     }
-                    let capacity = self.zab.append_capacity() as usize;
-                    let mut payloads = vec![first];
-                    while payloads.len() < capacity {
-                        match appends.try_recv() {
-                            Ok(payload) => payloads.push(payload),
-                            Err(_) => break,
-                        }
-                    }
+                    let mut first = Some(first);
+                    let payloads = self
+                        .zab
+                        .append_capacity()
+                        .fill(|| first.take().or_else(|| appends.try_recv().ok()));
                     Input::Append { payloads }
                 }
                 Some(command) = control.recv() => match command {
@@ -561,6 +570,13 @@ impl Driver {
                 _ = tick.tick() => Input::Tick,
             };
             let ticked = matches!(input, Input::Tick);
+            if ticked || matches!(input, Input::Logged { .. }) {
+                // The writer has taken appends off its queue since.
+                if let Err(error) = self.release_held_appends() {
+                    tracing::error!(%error, "the replica log failed; this server stops ordering");
+                    return;
+                }
+            }
             let now_ms = self.clock.elapsed().as_millis() as u64;
             let actions = self.zab.handle(input, now_ms);
             if let Err(error) = self.carry_out(actions).await {
@@ -599,6 +615,7 @@ impl Driver {
             match action {
                 Action::Send { to, message } => self.send(to, &message),
                 Action::PersistEpochs(epochs) => {
+                    self.drain_held_appends().await?;
                     let epochs = ReplicaEpochs {
                         accepted: epochs.accepted,
                         current: epochs.current,
@@ -606,6 +623,7 @@ impl Driver {
                     run_blocking(|| self.replica.persist_epochs(epochs))?;
                 }
                 Action::Truncate { after } => {
+                    self.drain_held_appends().await?;
                     run_blocking(|| self.replica.truncate_after(after))?;
                 }
                 Action::Append { entries } => {
@@ -620,6 +638,7 @@ impl Driver {
                     epoch,
                     payload,
                 } => {
+                    self.drain_held_appends().await?;
                     run_blocking(|| {
                         self.replica.install_snapshot_streamed(position, |sink| {
                             sink.write(&epoch.to_be_bytes())?;
@@ -653,7 +672,8 @@ impl Driver {
 
     /// Queues `entries` in the replica log, in parts that fit its queue: a learner's sync
     /// (the entries after a snapshot, or a long diff) can bring more than the queue holds.
-    fn append(&self, entries: Vec<Entry>) -> Result<(), LogError> {
+    /// What does not fit now is held until the writer makes room.
+    fn append(&mut self, entries: Vec<Entry>) -> Result<(), LogError> {
         let entries: Vec<ReplicaEntry> = entries
             .into_iter()
             .map(|entry| ReplicaEntry {
@@ -662,23 +682,33 @@ impl Driver {
                 payload: entry.payload,
             })
             .collect();
-        for part in self.replica.split_to_fit(entries) {
-            self.append_part(part)?;
+        self.held_appends.extend(self.replica.split_to_fit(entries));
+        self.release_held_appends()
+    }
+
+    /// Hands the held appends to the replica, in order, while its queue has room.
+    fn release_held_appends(&mut self) -> Result<(), LogError> {
+        while let Some(part) = self.held_appends.front() {
+            match self.replica.append(part.clone()) {
+                Ok(()) => {
+                    self.held_appends.pop_front();
+                }
+                Err(AppendError::Full) => return Ok(()),
+                Err(error) => return Err(LogError::WriterFailed(error.to_string())),
+            }
         }
         Ok(())
     }
 
-    fn append_part(&self, part: Vec<ReplicaEntry>) -> Result<(), LogError> {
+    /// Waits (without holding up the thread) until every held append is in the replica's
+    /// queue, so that an operation after them reaches the writer after them.
+    async fn drain_held_appends(&mut self) -> Result<(), LogError> {
         loop {
-            match self.replica.append(part.clone()) {
-                Ok(()) => return Ok(()),
-                // The protocol's in-flight limit keeps this rare outside a learner's sync:
-                // wait for the writer.
-                Err(AppendError::Full) => {
-                    run_blocking(|| std::thread::sleep(Duration::from_millis(1)))
-                }
-                Err(error) => return Err(LogError::WriterFailed(error.to_string())),
+            self.release_held_appends()?;
+            if self.held_appends.is_empty() {
+                return Ok(());
             }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 

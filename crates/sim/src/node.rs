@@ -93,10 +93,8 @@ impl SimLayer {
         }
     }
 
-    pub fn take(&self, count: usize) -> Vec<Bytes> {
-        let mut queue = self.queue.lock().unwrap();
-        let count = count.min(queue.len());
-        queue.drain(..count).collect()
+    pub fn pop_front(&self) -> Option<Bytes> {
+        self.queue.lock().unwrap().pop_front()
     }
 
     pub fn queued(&self) -> usize {

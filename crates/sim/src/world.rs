@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use zoolog_zab::{
-    Action, Config, Epochs, Input, MemberRole, Message, ServerId, ServingRole, Status, Zab,
+    Action, AppendCapacity, Config, Epochs, Input, MemberRole, Message, ServerId, ServingRole,
+    Status, Zab,
 };
 
 use crate::checker::{decode_payload, encode_payload, Checker, CommandState};
@@ -161,6 +162,9 @@ impl World {
         base.proposals_in_flight_max = *rng.pick(&[2, 8, 64, 4096]).unwrap();
         base.forwards_in_flight_max = *rng.pick(&[2, 8, 64, 4096]).unwrap();
         base.message_entries_max = *rng.pick(&[1, 3, 16, 512]).unwrap();
+        // Payloads are 16 bytes (a few hundred in the ZooKeeper world): from one entry per
+        // message and in flight to no limit worth the name.
+        base.in_flight_bytes_max = *rng.pick(&[1, 40, 1000, 64 << 20]).unwrap();
         let nodes = members
             .iter()
             .map(|(id, role)| Node {
@@ -834,20 +838,25 @@ impl World {
         let capacity = self.nodes[conn.node]
             .zab
             .as_ref()
-            .map_or(0, |z| z.append_capacity());
-        if room == 0 || capacity == 0 || self.nodes[conn.node].status != conn.status {
+            .map_or(AppendCapacity::NONE, |z| z.append_capacity());
+        if room == 0 || capacity.is_none() || self.nodes[conn.node].status != conn.status {
             return Ok(());
         }
-        let count = (room as u64).min(capacity).min(self.rng.range(1, 3));
-        let mut payloads = Vec::new();
+        let mut count = (room as u64).min(self.rng.range(1, 3));
         let client = &mut self.clients[c];
-        for _ in 0..count {
+        let checker = &mut self.checker;
+        let now = self.now;
+        let payloads = capacity.fill(|| {
+            if count == 0 {
+                return None;
+            }
+            count -= 1;
             let seq = client.next_seq;
             client.next_seq += 1;
             client.in_flight.push_back(seq);
-            self.checker.submitted(client.id, seq, conn.id, self.now);
-            payloads.push(encode_payload(client.id, seq));
-        }
+            checker.submitted(client.id, seq, conn.id, now);
+            Some(encode_payload(client.id, seq))
+        });
         self.feed(conn.node, Input::Append { payloads })
     }
 
@@ -1121,11 +1130,13 @@ fn describe_message(message: &Message) -> String {
             entries,
             commit,
             leader_durable,
-            forwards_taken,
+            forwards,
         } => format!(
             "Propose {{ {link:?}, entries {}, commit {commit}, leader_durable {leader_durable}, \
-             forwards_taken {forwards_taken} }}",
-            describe_entries(entries)
+             forwards taken {} received {} }}",
+            describe_entries(entries),
+            forwards.taken,
+            forwards.received,
         ),
         Message::Forward {
             link,

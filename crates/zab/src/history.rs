@@ -16,6 +16,10 @@ pub(crate) struct History {
     base: Position,
     base_epoch: Epoch,
     entries: VecDeque<Entry>,
+    /// The running payload total through each entry of `entries`, counted from any origin.
+    bytes_through: VecDeque<u64>,
+    /// The running total at `base`.
+    base_bytes: u64,
     /// Where a saved snapshot allows `base` to move; `trim_step` gets it there.
     trim_target: Position,
 }
@@ -26,6 +30,8 @@ impl History {
             base,
             base_epoch,
             entries: VecDeque::new(),
+            bytes_through: VecDeque::new(),
+            base_bytes: 0,
             trim_target: base,
         }
     }
@@ -71,6 +77,35 @@ impl History {
         self.entries.range(start..end).cloned().collect()
     }
 
+    /// Payload bytes of the entries `after + 1..=through`, clipped to what is held.
+    pub fn bytes_between(&self, after: Position, through: Position) -> u64 {
+        self.bytes_through_position(through)
+            .saturating_sub(self.bytes_through_position(after))
+    }
+
+    /// The furthest position up to `through` such that the held entries after `after`
+    /// through it carry at most `bytes_max` payload bytes: `after` itself when the next entry
+    /// alone is larger (or nothing after it is held).
+    pub fn reach_within(&self, after: Position, through: Position, bytes_max: u64) -> Position {
+        let after = after.max(self.base);
+        let through = through.min(self.last_position());
+        if after >= through {
+            return after;
+        }
+        let limit = self.bytes_through_position(after).saturating_add(bytes_max);
+        // The running totals never decrease along the log.
+        let within = self.bytes_through.partition_point(|&total| total <= limit);
+        (self.base + within as Position).clamp(after, through)
+    }
+
+    fn bytes_through_position(&self, position: Position) -> u64 {
+        let position = position.clamp(self.base, self.last_position());
+        if position == self.base {
+            return self.base_bytes;
+        }
+        self.bytes_through[(position - self.base - 1) as usize]
+    }
+
     pub fn append(&mut self, entry: Entry) {
         assert_eq!(
             entry.position,
@@ -81,6 +116,8 @@ impl History {
             entry.epoch >= self.last_epoch(),
             "epochs never decrease along a log"
         );
+        let total = self.bytes_through_position(entry.position - 1) + entry.payload.len() as u64;
+        self.bytes_through.push_back(total);
         self.entries.push_back(entry);
     }
 
@@ -90,7 +127,9 @@ impl History {
             "never truncate into the snapshot (position {position}, snapshot {})",
             self.base
         );
-        self.entries.truncate((position - self.base) as usize);
+        let kept = (position - self.base) as usize;
+        self.entries.truncate(kept);
+        self.bytes_through.truncate(kept);
     }
 
     /// Forgets everything: the state is now the snapshot at `base`.
@@ -114,7 +153,9 @@ impl History {
         let count = ((target - self.base) as usize).min(entries_max);
         let new_base = self.base + count as Position;
         let epoch = self.epoch_at(new_base).expect("held position");
+        self.base_bytes = self.bytes_through_position(new_base);
         self.entries.drain(..count);
+        self.bytes_through.drain(..count);
         self.base = new_base;
         self.base_epoch = epoch;
     }
@@ -163,5 +204,47 @@ mod tests {
         assert_eq!(history.runs_after(3), vec![(2, 4)]);
         history.truncate_after(4);
         assert_eq!(history.last_position(), 4);
+    }
+
+    #[test]
+    fn byte_counts_follow_appends_trims_and_truncations() {
+        let mut history = History::new(0, 0);
+        for (position, bytes) in [(1, 10), (2, 20), (3, 30), (4, 40)] {
+            history.append(Entry {
+                position,
+                epoch: 1,
+                payload: Bytes::from(vec![0; bytes]),
+            });
+        }
+        assert_eq!(history.bytes_between(0, 4), 100);
+        assert_eq!(history.bytes_between(1, 3), 50);
+        assert_eq!(history.reach_within(1, 4, 49), 2);
+        assert_eq!(history.reach_within(1, 4, 50), 3);
+        assert_eq!(
+            history.reach_within(1, 3, 1000),
+            3,
+            "never beyond `through`"
+        );
+        assert_eq!(
+            history.reach_within(1, 4, 19),
+            1,
+            "the next entry alone is larger"
+        );
+        history.trim_to(2);
+        history.trim_step(8);
+        assert_eq!(
+            history.bytes_between(0, 4),
+            70,
+            "trimmed entries are not held"
+        );
+        assert_eq!(history.reach_within(2, 4, 30), 3);
+        history.truncate_after(3);
+        assert_eq!(history.bytes_between(2, 9), 30);
+        history.append(Entry {
+            position: 4,
+            epoch: 2,
+            payload: Bytes::from(vec![0; 5]),
+        });
+        assert_eq!(history.bytes_between(2, 4), 35);
     }
 }

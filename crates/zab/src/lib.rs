@@ -56,7 +56,10 @@
 //!    retransmitted forward is proposed once. When the proposals in flight leave no room, the
 //!    leader holds commands (for each learner, as many as it may have unconfirmed, and as
 //!    many for its own clients) and proposes them as commits make room, taking from its own
-//!    clients and each learner in turn.
+//!    clients and each learner in turn. What is in flight, to the leader's own log and to
+//!    each learner's ahead of its acknowledgements, is bounded in entries and in payload
+//!    bytes: every unacknowledged entry waits in some server's log writer, whose queue must
+//!    never fill (a full one would stall the server's only thread, heartbeats included).
 //!
 //! # Why it is safe
 //!
@@ -78,14 +81,18 @@
 //!   leaves the old, lower current epoch with a log that is a prefix of the new leader's
 //!   history, which can never out-vote a server that has the new epoch.
 
+mod commands;
 mod election;
 mod history;
 mod machine;
 mod message;
 mod sync;
 
+pub use commands::AppendCapacity;
 pub use machine::Zab;
-pub use message::{Attempt, DecodeError, Link, Message, PeerState, SnapshotImage, Vote};
+pub use message::{
+    Attempt, DecodeError, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote,
+};
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -130,9 +137,14 @@ pub struct Config {
     /// whole sync, maybe a snapshot) after four of them and one more per 32 MiB it carries,
     /// then after twice as long each time.
     pub heartbeat_ms: u64,
-    /// Entries the leader has proposed but not yet committed. Beyond them it holds commands
-    /// until commits make room.
+    /// Entries the leader keeps in flight (see `in_flight_bytes_max`), and sends a learner
+    /// ahead of its acknowledgements. Beyond them it holds commands until commits make room.
     pub proposals_in_flight_max: u64,
+    /// Payload bytes the leader keeps in flight (proposed, and not yet both committed and
+    /// durable on itself), and sends a learner ahead of its acknowledgements; one entry goes
+    /// whatever its size when nothing is in flight. Unacknowledged entries wait in a log
+    /// writer's queue, so the driver sets this to the size of that queue.
+    pub in_flight_bytes_max: u64,
     /// Commands a follower has forwarded that the leader has not yet confirmed; also how
     /// many commands the leader holds, for each learner and for its own clients, while it has
     /// no room to propose them. [`Zab::append_capacity`] is zero when it is reached.
@@ -161,6 +173,7 @@ impl Config {
             election_finalize_ms: 10,
             heartbeat_ms: (tick_ms / 4).max(1),
             proposals_in_flight_max: 4096,
+            in_flight_bytes_max: 64 << 20,
             forwards_in_flight_max: 4096,
             message_entries_max: 512,
             sync_timeout_ms: 10 * tick_ms,
@@ -182,6 +195,7 @@ impl Config {
             "an ensemble needs at least one participant"
         );
         assert!(self.message_entries_max > 0 && self.heartbeat_ms > 0);
+        assert!(self.in_flight_bytes_max > 0);
     }
 
     pub fn participants(&self) -> impl Iterator<Item = ServerId> + '_ {

@@ -4,9 +4,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
+use crate::commands::{AppendCapacity, CommandQueue};
 use crate::election::{Election, Outcome};
 use crate::history::History;
-use crate::message::{Attempt, Link, Message, PeerState, SnapshotImage, Vote};
+use crate::message::{Attempt, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
 use crate::{
     Action, Config, Entry, Epoch, Epochs, Input, LearnerStatus, Position, Recovered, ServerId,
@@ -61,10 +62,14 @@ struct Learner {
     started_ms: u64,
     last_heard_ms: u64,
     last_sent_ms: u64,
-    /// Forwarded commands the leader has not confirmed; the first has sequence
+    /// Forwarded commands the leader has not taken (proposed); the first has sequence
     /// `forwards_confirmed + 1`.
-    forwards: VecDeque<Bytes>,
+    forwards: CommandQueue,
     forwards_confirmed: u64,
+    /// The leader holds or has taken the commands through this sequence (at least
+    /// `forwards_confirmed`): only those after it are ever sent again.
+    forwards_received: u64,
+    /// When the leader last received or took more of them.
     forwards_progress_ms: u64,
     /// When this learner last acknowledged, so that commit announcements are not each
     /// answered: an empty `Propose` gets an `Ack` only once per heartbeat interval.
@@ -85,6 +90,32 @@ enum LearnerStage {
     Broadcast,
 }
 
+/// What the leader may still propose now, in entries and payload bytes.
+struct Room {
+    entries: u64,
+    bytes: u64,
+    /// Nothing is in flight: one command goes whatever its size, so none waits forever.
+    idle: bool,
+}
+
+impl Room {
+    /// Moves the next of `waiting` to `accepted` if it fits; false when it does not.
+    fn take_next(&mut self, waiting: &mut CommandQueue, accepted: &mut Vec<Bytes>) -> bool {
+        let Some(next) = waiting.front() else {
+            return true;
+        };
+        let bytes = next.len() as u64;
+        if self.entries == 0 || (bytes > self.bytes && !self.idle) {
+            return false;
+        }
+        self.entries -= 1;
+        self.bytes = self.bytes.saturating_sub(bytes);
+        self.idle = false;
+        accepted.extend(waiting.pop_front());
+        true
+    }
+}
+
 struct Leader {
     /// 0 until a quorum has reported its accepted epoch.
     epoch: Epoch,
@@ -97,7 +128,7 @@ struct Leader {
     last_quorum_ms: u64,
     /// This server's own clients' commands, held while the proposals in flight leave no room
     /// for them; they take their turn with each learner's waiting forwards.
-    own_waiting: VecDeque<Bytes>,
+    own_waiting: CommandQueue,
 }
 
 impl Leader {
@@ -157,9 +188,10 @@ struct Peer {
     /// How many of this learner's forwarded commands have been proposed.
     forwards_taken: u64,
     /// The learner's next forwarded commands, in its order, held while the proposals in
-    /// flight leave no room for them. At most `forwards_in_flight_max`: the learner keeps no
-    /// more unconfirmed, so only a duplicate could go beyond, and one beyond is dropped.
-    forwards_waiting: VecDeque<Bytes>,
+    /// flight leave no room for them. Within `forwards_in_flight_max` commands and
+    /// `in_flight_bytes_max` bytes: the learner keeps no more unconfirmed, so only a
+    /// duplicate could go beyond, and one beyond is dropped.
+    forwards_waiting: CommandQueue,
     /// The highest of our durable positions we have told the learner.
     durable_told: Position,
 }
@@ -211,7 +243,7 @@ impl Peer {
             syncs_sent: 0,
             sync_bytes: 0,
             forwards_taken: 0,
-            forwards_waiting: VecDeque::new(),
+            forwards_waiting: CommandQueue::default(),
             durable_told: 0,
         }
     }
@@ -233,7 +265,10 @@ impl Peer {
             entries,
             commit,
             leader_durable,
-            forwards_taken: self.forwards_taken,
+            forwards: ForwardsHeard {
+                taken: self.forwards_taken,
+                received: self.forwards_taken + self.forwards_waiting.len() as u64,
+            },
         }
     }
 }
@@ -316,21 +351,21 @@ impl Zab {
         self.reported_status
     }
 
-    /// How many more commands [`Input::Append`] takes now (0 when not serving).
-    pub fn append_capacity(&self) -> u64 {
-        match &self.phase {
+    /// How many more commands [`Input::Append`] takes now (none when not serving).
+    pub fn append_capacity(&self) -> AppendCapacity {
+        let waiting = match &self.phase {
             // Held until there is room, as many as a learner may have forwarded unconfirmed.
-            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => self
-                .config
-                .forwards_in_flight_max
-                .saturating_sub(leader.own_waiting.len() as u64),
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => &leader.own_waiting,
             // Observers forward their clients' commands too; they only do not vote.
-            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => self
-                .config
-                .forwards_in_flight_max
-                .saturating_sub(learner.forwards.len() as u64),
-            _ => 0,
-        }
+            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => {
+                &learner.forwards
+            }
+            _ => return AppendCapacity::NONE,
+        };
+        waiting.room(
+            self.config.forwards_in_flight_max,
+            self.config.in_flight_bytes_max,
+        )
     }
 
     pub fn committed_position(&self) -> Position {
@@ -468,8 +503,9 @@ impl Zab {
             started_ms: self.now_ms,
             last_heard_ms: self.now_ms,
             last_sent_ms: self.now_ms,
-            forwards: VecDeque::new(),
+            forwards: CommandQueue::default(),
             forwards_confirmed: 0,
+            forwards_received: 0,
             forwards_progress_ms: self.now_ms,
             last_ack_ms: 0,
             leader_durable: 0,
@@ -510,7 +546,7 @@ impl Zab {
             peers: BTreeMap::new(),
             history_end: 0,
             last_quorum_ms: self.now_ms,
-            own_waiting: VecDeque::new(),
+            own_waiting: CommandQueue::default(),
         }));
         self.leader_try_choose_epoch();
     }
@@ -597,15 +633,8 @@ impl Zab {
                 entries,
                 commit,
                 leader_durable,
-                forwards_taken,
-            } => self.learner_propose(
-                from,
-                link.epoch,
-                entries,
-                commit,
-                leader_durable,
-                forwards_taken,
-            ),
+                forwards,
+            } => self.learner_propose(from, link.epoch, entries, commit, leader_durable, forwards),
             Message::Ack { link, position } => self.leader_ack(from, link.epoch, position),
             Message::Forward {
                 link,
@@ -757,7 +786,7 @@ impl Zab {
 
     fn append(&mut self, payloads: Vec<Bytes>) {
         assert!(
-            payloads.len() as u64 <= self.append_capacity(),
+            self.append_capacity().admits(&payloads),
             "the driver appends only within append_capacity"
         );
         if payloads.is_empty() {
@@ -765,7 +794,9 @@ impl Zab {
         }
         match &mut self.phase {
             Phase::Leading(leader) => {
-                leader.own_waiting.extend(payloads);
+                for payload in payloads {
+                    leader.own_waiting.push_back(payload);
+                }
                 self.propose_waiting();
             }
             Phase::Learning(_) => self.forward(payloads),
@@ -793,7 +824,11 @@ impl Zab {
         }
         self.durable = counted_through;
         match &self.phase {
-            Phase::Leading(_) => self.leader_advance_commit(),
+            Phase::Leading(_) => {
+                self.leader_advance_commit();
+                // Its own writer took entries off its queue: room even without a commit.
+                self.propose_waiting();
+            }
             Phase::Learning(learner) => match learner.stage {
                 LearnerStage::Syncing { last } if self.durable >= last => {
                     self.learner_finish_sync()
@@ -1162,11 +1197,17 @@ impl Zab {
             if !peer.synced || first_sequence > next_sequence {
                 return;
             }
+            // The learner keeps no more unconfirmed than this room (see `append_capacity`),
+            // so only a duplicate could go beyond it.
             let already = (next_sequence - first_sequence) as usize;
-            let room = (zab.config.forwards_in_flight_max as usize)
-                .saturating_sub(peer.forwards_waiting.len());
-            peer.forwards_waiting
-                .extend(payloads.into_iter().skip(already).take(room));
+            let room = peer.forwards_waiting.room(
+                zab.config.forwards_in_flight_max,
+                zab.config.in_flight_bytes_max,
+            );
+            let mut fresh = payloads.into_iter().skip(already);
+            for payload in room.fill(|| fresh.next()) {
+                peer.forwards_waiting.push_back(payload);
+            }
             peer.last_heard_ms = zab.now_ms;
             queued = true;
         });
@@ -1177,32 +1218,29 @@ impl Zab {
 
     /// Proposes the waiting commands (this server's clients', then each learner's) that the
     /// proposals in flight leave room for, one from each in turn, so that no server's clients
-    /// wait behind another's backlog. Called when commands arrive and whenever a commit makes
-    /// room.
+    /// wait behind another's backlog. The first command that does not fit ends the turns, so
+    /// that a large one is not passed again and again by small ones. Called when commands
+    /// arrive and whenever a commit makes room.
     fn propose_waiting(&mut self) {
         let mut accepted = Vec::new();
         self.with_leader(|zab, leader| {
             if leader.stage != LeaderStage::Broadcast {
                 return;
             }
-            let mut room = zab.leader_capacity() as usize;
-            while room > 0 {
-                let room_before = room;
-                if let Some(payload) = leader.own_waiting.pop_front() {
-                    accepted.push(payload);
-                    room -= 1;
+            let mut room = zab.leader_room();
+            'turns: loop {
+                let accepted_before = accepted.len();
+                if !room.take_next(&mut leader.own_waiting, &mut accepted) {
+                    break;
                 }
                 for peer in leader.peers.values_mut() {
-                    if room == 0 {
-                        break;
+                    let before = accepted.len();
+                    if !room.take_next(&mut peer.forwards_waiting, &mut accepted) {
+                        break 'turns;
                     }
-                    if let Some(payload) = peer.forwards_waiting.pop_front() {
-                        accepted.push(payload);
-                        peer.forwards_taken += 1;
-                        room -= 1;
-                    }
+                    peer.forwards_taken += (accepted.len() - before) as u64;
                 }
-                if room == room_before {
+                if accepted.len() == accepted_before {
                     break;
                 }
             }
@@ -1212,11 +1250,23 @@ impl Zab {
         }
     }
 
-    fn leader_capacity(&self) -> u64 {
-        let in_flight = self.history.last_position() - self.committed;
-        self.config
-            .proposals_in_flight_max
-            .saturating_sub(in_flight)
+    /// What the leader may still propose. In flight is what it proposed and has not yet
+    /// both committed and made durable itself: its own log writer holds the latter, and the
+    /// driver sizes that writer's queue by `in_flight_bytes_max`.
+    fn leader_room(&self) -> Room {
+        let settled = self.committed.min(self.durable);
+        let last = self.history.last_position();
+        Room {
+            entries: self
+                .config
+                .proposals_in_flight_max
+                .saturating_sub(last.saturating_sub(settled)),
+            bytes: self
+                .config
+                .in_flight_bytes_max
+                .saturating_sub(self.history.bytes_between(settled, last)),
+            idle: last == settled,
+        }
     }
 
     fn propose(&mut self, payloads: Vec<Bytes>) {
@@ -1253,7 +1303,11 @@ impl Zab {
         // What it has acknowledged it holds, whatever an older plan meant to send.
         peer.sent = peer.sent.max(peer.acked);
         let last = self.history.last_position();
-        while peer.sent < last && peer.sent - peer.acked < self.config.proposals_in_flight_max {
+        let window_bytes_max = self.config.in_flight_bytes_max;
+        while peer.sent < last
+            && peer.sent - peer.acked < self.config.proposals_in_flight_max
+            && self.history.bytes_between(peer.acked, peer.sent) < window_bytes_max
+        {
             if peer.sent < self.history.base() {
                 // What it lacks is only in a snapshot now.
                 let acked = peer.acked;
@@ -1268,7 +1322,18 @@ impl Zab {
                 self.leader_start_sync(leader, id);
                 return;
             }
+            // Unacknowledged entries wait in the learner's log writer, whose queue is the
+            // window: a message fills what is left of it, but for one entry larger than a
+            // whole empty window.
+            let window_left = window_bytes_max - self.history.bytes_between(peer.acked, peer.sent);
             let to = (peer.sent + self.config.message_entries_max as Position).min(last);
+            let mut to = self.history.reach_within(peer.sent, to, window_left);
+            if to == peer.sent {
+                if peer.sent > peer.acked {
+                    break;
+                }
+                to += 1;
+            }
             let entries = self.history.range(peer.sent + 1, to);
             peer.sent = to;
             let message = peer.propose(
@@ -1690,7 +1755,7 @@ impl Zab {
         entries: Vec<Entry>,
         commit: Position,
         leader_durable: Position,
-        forwards_taken: u64,
+        forwards: ForwardsHeard,
     ) {
         let mut ack = false;
         self.with_learner(from, |zab, learner| {
@@ -1709,12 +1774,15 @@ impl Zab {
             };
             learner.leader_durable = learner.leader_durable.max(leader_durable);
             zab.learn_commit(commit);
-            if forwards_taken > learner.forwards_confirmed {
-                let confirmed = (forwards_taken - learner.forwards_confirmed) as usize;
-                learner
-                    .forwards
-                    .drain(..confirmed.min(learner.forwards.len()));
-                learner.forwards_confirmed = forwards_taken;
+            if forwards.received > learner.forwards_received {
+                learner.forwards_received = forwards.received;
+                learner.forwards_progress_ms = zab.now_ms;
+            }
+            if forwards.taken > learner.forwards_confirmed {
+                let confirmed = (forwards.taken - learner.forwards_confirmed) as usize;
+                learner.forwards.drop_front(confirmed);
+                learner.forwards_confirmed = forwards.taken;
+                learner.forwards_received = learner.forwards_received.max(forwards.taken);
                 learner.forwards_progress_ms = zab.now_ms;
             }
         });
@@ -1742,23 +1810,49 @@ impl Zab {
     fn forward(&mut self, payloads: Vec<Bytes>) {
         self.with_learning(|zab, learner| {
             let first_new = learner.forwards.len();
-            learner.forwards.extend(payloads);
+            for payload in payloads {
+                learner.forwards.push_back(payload);
+            }
             zab.send_forwards(learner, first_new);
         });
     }
 
     /// Sends `learner.forwards[from..]` to the leader, in messages of at most
-    /// `message_entries_max` commands.
+    /// `message_entries_max` commands and `in_flight_bytes_max` bytes (or one command).
     fn send_forwards(&mut self, learner: &mut Learner, from: usize) {
-        let first_sequence = learner.forwards_confirmed + from as u64 + 1;
-        let pending: Vec<Bytes> = learner.forwards.range(from..).cloned().collect();
-        for (index, chunk) in pending.chunks(self.config.message_entries_max).enumerate() {
-            let message = Message::Forward {
-                link: self.learner_link(learner.epoch),
-                first_sequence: first_sequence + (index * self.config.message_entries_max) as u64,
-                payloads: chunk.to_vec(),
-            };
-            self.send(learner.leader, message);
+        let link = self.learner_link(learner.epoch);
+        let mut first_sequence = learner.forwards_confirmed + from as u64 + 1;
+        let mut payloads: Vec<Bytes> = Vec::new();
+        let mut bytes = 0;
+        for payload in learner.forwards.from(from) {
+            let full = payloads.len() == self.config.message_entries_max
+                || bytes + payload.len() as u64 > self.config.in_flight_bytes_max;
+            if full && !payloads.is_empty() {
+                let count = payloads.len() as u64;
+                let payloads = std::mem::take(&mut payloads);
+                self.send(
+                    learner.leader,
+                    Message::Forward {
+                        link,
+                        first_sequence,
+                        payloads,
+                    },
+                );
+                first_sequence += count;
+                bytes = 0;
+            }
+            bytes += payload.len() as u64;
+            payloads.push(payload.clone());
+        }
+        if !payloads.is_empty() {
+            self.send(
+                learner.leader,
+                Message::Forward {
+                    link,
+                    first_sequence,
+                    payloads,
+                },
+            );
         }
     }
 
@@ -1796,11 +1890,15 @@ impl Zab {
             self.look();
             return;
         }
-        let stalled = !learner.forwards.is_empty()
+        // Over TCP only a broken connection (or a full queue) loses forwards; the leader
+        // may hold received ones for long under load, and those are not sent again.
+        let forwarded = learner.forwards_confirmed + learner.forwards.len() as u64;
+        let stalled = forwarded > learner.forwards_received
             && now_ms >= learner.forwards_progress_ms + 2 * self.config.heartbeat_ms;
         if stalled {
             learner.forwards_progress_ms = now_ms;
-            self.with_learning(|zab, learner| zab.send_forwards(learner, 0));
+            let unreceived = (learner.forwards_received - learner.forwards_confirmed) as usize;
+            self.with_learning(|zab, learner| zab.send_forwards(learner, unreceived));
         }
     }
 

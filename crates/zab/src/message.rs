@@ -57,6 +57,16 @@ pub struct Link {
     pub attempt: Attempt,
 }
 
+/// How far the leader has a learner's forwarded commands, counted from the first of the
+/// link: `received` it holds or has proposed (in the learner's order, without a gap), and
+/// `taken` of those it has proposed. The learner keeps a command until it is taken (they
+/// bound how many it may have outstanding) but resends only what was not received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForwardsHeard {
+    pub taken: u64,
+    pub received: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// Election: the sender's vote in its `round`, and its state. A server that is not
@@ -99,14 +109,14 @@ pub enum Message {
     /// Synchronization, learner → leader: the history is durable and the epoch is current.
     AckNewLeader { link: Link, last_position: Position },
     /// Broadcast, leader → learner: entries to append (maybe none: then a heartbeat), the
-    /// commit position, how far the leader's own log is durable, and how many of the
-    /// learner's forwards the leader has taken.
+    /// commit position, how far the leader's own log is durable, and how far it has the
+    /// learner's forwards.
     Propose {
         link: Link,
         entries: Vec<Entry>,
         commit: Position,
         leader_durable: Position,
-        forwards_taken: u64,
+        forwards: ForwardsHeard,
     },
     /// Broadcast, learner → leader: durable through `position`.
     Ack { link: Link, position: Position },
@@ -251,14 +261,15 @@ impl Message {
                 entries,
                 commit,
                 leader_durable,
-                forwards_taken,
+                forwards,
             } => {
                 out.push(7);
                 put_link(out, link);
                 put_entries(out, entries);
                 put_u64(out, *commit);
                 put_u64(out, *leader_durable);
-                put_u64(out, *forwards_taken);
+                put_u64(out, forwards.taken);
+                put_u64(out, forwards.received);
             }
             Message::Ack { link, position } => {
                 out.push(8);
@@ -353,7 +364,10 @@ impl Message {
                 entries: reader.entries()?,
                 commit: reader.u64()?,
                 leader_durable: reader.u64()?,
-                forwards_taken: reader.u64()?,
+                forwards: ForwardsHeard {
+                    taken: reader.u64()?,
+                    received: reader.u64()?,
+                },
             },
             8 => Message::Ack {
                 link: reader.link()?,
@@ -609,7 +623,10 @@ mod tests {
             ],
             commit: 9,
             leader_durable: 10,
-            forwards_taken: 4,
+            forwards: ForwardsHeard {
+                taken: 4,
+                received: 6,
+            },
         };
         let parts = round_trip(&propose);
         assert!(
@@ -645,7 +662,7 @@ mod tests {
             entries: Vec::new(),
             commit: 9,
             leader_durable: 9,
-            forwards_taken: 0,
+            forwards: ForwardsHeard::default(),
         };
         assert_eq!(round_trip(&heartbeat).len(), 1);
     }

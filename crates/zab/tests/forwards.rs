@@ -1,13 +1,18 @@
 //! A leader whose proposals in flight leave no room holds a learner's forwarded commands and
 //! proposes them, in the learner's order, as commits make room: the learner's clients do not
 //! wait for its stall resend (two heartbeats) under load. Its own clients' commands wait
-//! with them and take turns, so neither side's clients starve the other's.
+//! with them and take turns, so neither side's clients starve the other's. A learner resends
+//! only the forwards the leader says it has not received, not those it holds, and takes new
+//! commands only within its room in bytes as well as in number.
 
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader_with, config, link, message, sent_to};
-use zoolog_zab::{Action, Input, Message, Zab};
+use common::{
+    broadcasting_follower, broadcasting_follower_with, broadcasting_leader_with, config, link,
+    message, sent_to,
+};
+use zoolog_zab::{Action, ForwardsHeard, Input, Message, Zab};
 
 /// Server 1 leads three voters and keeps at most two proposals uncommitted.
 fn leader_with_room_for_two() -> Zab {
@@ -61,7 +66,7 @@ fn forwards_beyond_the_room_in_flight_are_proposed_as_commits_make_room() {
     let taken: Vec<u64> = sent_to(&actions, 2)
         .iter()
         .filter_map(|message| match message {
-            Message::Propose { forwards_taken, .. } => Some(*forwards_taken),
+            Message::Propose { forwards, .. } => Some(forwards.taken),
             _ => None,
         })
         .collect();
@@ -110,4 +115,81 @@ fn the_leaders_own_commands_take_turns_with_a_learners() {
     assert_eq!(proposed(&commit_through(&mut zab, 2, 12)), vec![10, 3]);
     assert_eq!(proposed(&commit_through(&mut zab, 4, 13)), vec![11, 4]);
     assert_eq!(proposed(&commit_through(&mut zab, 6, 14)), vec![12]);
+}
+
+/// What the leader says of the forwards it has: `received` on its way to being proposed,
+/// of which `taken` are proposed.
+fn heard(taken: u64, received: u64) -> Input {
+    message(
+        3,
+        Message::Propose {
+            link: link(1),
+            entries: Vec::new(),
+            commit: 2,
+            leader_durable: 3,
+            forwards: ForwardsHeard { taken, received },
+        },
+    )
+}
+
+/// The sequence numbers of the forwards `actions` send the leader (server 3).
+fn forwarded(actions: &[Action]) -> Vec<u64> {
+    sent_to(actions, 3)
+        .iter()
+        .filter_map(|message| match message {
+            Message::Forward {
+                first_sequence,
+                payloads,
+                ..
+            } => Some(*first_sequence..*first_sequence + payloads.len() as u64),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Follower 1 forwards commands 1 to 4 at 10 ms, then hears `leader_says` at 11 ms; the
+/// forwards it sends after the leader has taken nothing more for two heartbeats (4 ms).
+fn resent_after_a_stall(leader_says: Input) -> Vec<u64> {
+    let mut zab = broadcasting_follower(3);
+    let commands = (1..=4).map(|command| Bytes::from(vec![command])).collect();
+    let actions = zab.handle(Input::Append { payloads: commands }, 10);
+    assert_eq!(forwarded(&actions), vec![1, 2, 3, 4]);
+    zab.handle(leader_says, 11);
+    (12..=16)
+        .flat_map(|now_ms| forwarded(&zab.handle(Input::Tick, now_ms)))
+        .collect()
+}
+
+#[test]
+fn a_learner_resends_only_the_forwards_the_leader_has_not_received() {
+    assert_eq!(
+        resent_after_a_stall(heard(1, 1)),
+        vec![2, 3, 4],
+        "lost on the way: sent again"
+    );
+    assert_eq!(
+        resent_after_a_stall(heard(1, 3)),
+        vec![4],
+        "held by the leader: not sent again"
+    );
+    assert_eq!(resent_after_a_stall(heard(1, 4)), Vec::<u64>::new());
+}
+
+#[test]
+fn a_learner_takes_commands_within_its_byte_room_until_the_leader_takes_them() {
+    let mut config = config(1, 3);
+    config.in_flight_bytes_max = 10;
+    let mut zab = broadcasting_follower_with(config);
+    let mut commands = (1..=5).map(|command| Bytes::from(vec![command; 4]));
+    let taken = zab.append_capacity().fill(|| commands.next());
+    assert_eq!(taken.len(), 3, "four bytes each: the third goes past ten");
+    zab.handle(Input::Append { payloads: taken }, 10);
+    assert!(zab.append_capacity().is_none());
+    zab.handle(heard(2, 3), 11);
+    assert_eq!(
+        zab.append_capacity().bytes,
+        6,
+        "the one not taken still counts"
+    );
 }

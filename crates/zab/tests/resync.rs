@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader, message, sent_to};
+use common::{broadcasting_leader, broadcasting_leader_with, config, message, sent_to};
 use zoolog_zab::{Attempt, Input, Link, Message, Zab};
 
 const HEARTBEAT_MS: u64 = 2;
@@ -84,7 +84,10 @@ fn an_unacknowledged_sync_is_resent_at_doubling_intervals() {
 
 #[test]
 fn a_large_sync_is_given_a_heartbeat_per_32_mib_before_it_is_resent() {
-    let mut leader = broadcasting_leader(3);
+    let mut config = config(1, 3);
+    // Room for both entries in flight at once.
+    config.in_flight_bytes_max = 128 << 20;
+    let mut leader = broadcasting_leader_with(config);
     let value = Bytes::from(vec![7u8; 48 << 20]);
     let appended = leader.handle(
         Input::Append {

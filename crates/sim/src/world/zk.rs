@@ -426,8 +426,7 @@ impl World {
                 }
                 return Ok(());
             }
-            let capacity = zab.append_capacity() as usize;
-            let payloads = front.layer.take(capacity);
+            let payloads = zab.append_capacity().fill(|| front.layer.pop_front());
             if payloads.is_empty() {
                 return Ok(());
             }

@@ -69,14 +69,21 @@ pub fn propose(entries: Vec<zoolog_zab::Entry>, commit: u64, leader_durable: u64
         entries,
         commit,
         leader_durable,
-        forwards_taken: 0,
+        forwards: zoolog_zab::ForwardsHeard::default(),
     }
 }
 
 /// Server 1 of `participants` (3 or 5), following server 3 in epoch 1, synchronized with
 /// entries 1..=2 (committed and delivered) and 3 (logged and acknowledged).
 pub fn broadcasting_follower(participants: u64) -> Zab {
-    let (mut zab, _) = Zab::new(config(1, participants), Recovered::default(), 0);
+    broadcasting_follower_with(config(1, participants))
+}
+
+/// As [`broadcasting_follower`], with server 1's `config`, whose members must all be
+/// participants.
+pub fn broadcasting_follower_with(config: Config) -> Zab {
+    let participants = config.members.len() as u64;
+    let (mut zab, _) = Zab::new(config, Recovered::default(), 0);
     for from in 2..=participants {
         zab.handle(vote(from, 1, 3), 1);
     }
