@@ -27,7 +27,10 @@ for client in 1 2 3 4; do
     "$binary" shell -server "$servers" create "/c$client" > /dev/null
 done
 
-pids=$(cat "$out"/ensemble/s*/pid)
+pids=""
+for pid_file in "$out"/ensemble/s*/pid; do
+    pids="$pids $(cat "$pid_file")"
+done
 (
     while true; do
         line=$(date +%s)
@@ -42,7 +45,8 @@ sampler=$!
 
 clients=()
 for client in 1 2 3 4; do
-    "$binary" bench --servers "$servers/c$client" --workload throughput --read-ratios 0 \
+    # A client older than the fix of its reconnect wait could hang once its servers stalled.
+    timeout 300 "$binary" bench --servers "$servers/c$client" --workload throughput --read-ratios 0 \
         --value-bytes 1000000 --sessions 25 --outstanding 10 --warmup-s 2 --duration-s 15 \
         --out "$out/bench-$client" > "$out/bench-$client.log" 2>&1 &
     clients+=($!)

@@ -166,7 +166,7 @@ impl Session {
     /// Runs the session until it ends, then fails every later call with the reason.
     pub async fn run(mut self, mut calls: mpsc::UnboundedReceiver<Call>) {
         let final_state = loop {
-            let Some(mut connection) = self.connect().await else {
+            let Some(mut connection) = self.connect(&mut calls).await else {
                 break SessionState::Expired;
             };
             let end = self.serve(&mut connection, &mut calls).await;
@@ -201,8 +201,14 @@ impl Session {
     }
 
     /// Tries the hosts in random order, round after round, until one accepts the session.
-    /// `None` means the server said the session is gone.
-    async fn connect(&mut self) -> Option<Connection> {
+    /// `None` means the server said the session is gone. Calls made meanwhile wait for the
+    /// connection, but once no server has answered for a whole session timeout they fail
+    /// with `ConnectionLoss`, after every round: the session is most likely expired by then,
+    /// and its servers may never come back. (Apache's client fails them at the first failed
+    /// attempt.)
+    async fn connect(&mut self, calls: &mut mpsc::UnboundedReceiver<Call>) -> Option<Connection> {
+        let unreachable_since = Instant::now();
+        let give_up_calls_after = Duration::from_millis(u64::from(self.negotiated_timeout_ms));
         loop {
             let mut addresses = self.connect_string.addresses.clone();
             addresses.shuffle(&mut rand::thread_rng());
@@ -217,6 +223,11 @@ impl Session {
                     }
                     Ok(None) => debug!(%address, "handshake timed out"),
                     Err(error) => debug!(%address, %error, "handshake failed"),
+                }
+            }
+            if unreachable_since.elapsed() >= give_up_calls_after {
+                while let Ok(call) = calls.try_recv() {
+                    let _ = call.reply.send(Err(Error::ConnectionLoss));
                 }
             }
             let pause_ms = rand::thread_rng().gen_range(0..=RECONNECT_PAUSE_MS_MAX);

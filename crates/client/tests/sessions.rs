@@ -94,6 +94,26 @@ async fn session_and_watches_survive_a_server_restart() {
     .await;
 }
 
+/// With no server left to answer, a call waits for a reconnect only so long: once no server
+/// has answered for a session timeout, it fails with `ConnectionLoss` instead of hanging.
+#[tokio::test]
+async fn a_call_fails_once_no_server_has_answered_for_the_session_timeout() {
+    let server = ZkServer::start();
+    let options = ClientOptions {
+        session_timeout_ms: 4_000,
+        ..ClientOptions::default()
+    };
+    let client = connect_with(&server.hosts(), options).await;
+    let mut events = client.session_events();
+    server.stop();
+    within(TEST_TIMEOUT, async {
+        assert_eq!(events.recv().await.unwrap(), SessionState::Disconnected);
+        let result = client.exists("/").await;
+        assert!(matches!(result, Err(Error::ConnectionLoss)), "{result:?}");
+    })
+    .await;
+}
+
 /// A real expiry: the client reaches the server through a proxy that is then cut off, so the
 /// server hears nothing from the session for longer than its timeout and expires it; when the
 /// network comes back, the reconnect is refused as expired.

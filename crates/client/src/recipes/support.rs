@@ -6,8 +6,9 @@ use std::future::Future;
 use crate::{open_acl_unsafe, Client, CreateMode, Error, ErrorCode, Watch};
 
 /// Runs `attempt` again each time it fails with `ConnectionLoss`. Only for calls whose repetition
-/// is harmless (reads, deleting one's own node, creating a node whose owner can be checked):
-/// the client queues a call made while disconnected until the next connection, so this never spins.
+/// is harmless (reads, deleting one's own node, creating a node whose owner can be checked).
+/// It does not spin: a call made while disconnected waits for the next connection, or, once no
+/// server has answered for a session timeout, fails at the end of the next round of attempts.
 pub(crate) async fn retrying<T, F, Fut>(mut attempt: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
