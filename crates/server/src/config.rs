@@ -45,6 +45,7 @@
 //! | `4lw.commands.whitelist`, `zookeeper.4lw.commands.whitelist` | `four_letter_words` |
 //! | `reconfigEnabled` | `reconfig_enabled` |
 //! | `globalOutstandingLimit`, `zookeeper.globalOutstandingLimit` | `outstanding_requests_per_connection_max` |
+//! | `zoolog.requestBytesMax` (at least `jute.maxbuffer` is used) | `request_bytes_max` |
 //! | `jute.maxbuffer` | `packet_bytes_max` |
 //! | `zookeeper.DigestAuthenticationProvider.superDigest` | `super_digest` |
 //! | `zookeeper.extendedTypesEnabled`, `zookeeper.enforceQuota` | `extended_types_enabled`, `enforce_quota` |
@@ -124,6 +125,9 @@ pub struct ServerConfig {
     pub connections_max: usize,
     /// Requests a connection may have outstanding before the server stops reading from it.
     pub outstanding_requests_per_connection_max: usize,
+    /// Bytes of requests read and not yet answered, over all connections, before the server
+    /// stops reading requests (see [`ServerConfig::request_budget_bytes`]).
+    pub request_bytes_max: usize,
     /// Bytes queued towards one slow client before its connection is dropped.
     pub outbound_bytes_per_connection_max: usize,
     /// jute.maxbuffer: the largest frame accepted.
@@ -281,6 +285,7 @@ impl Default for ServerConfig {
             connections_per_ip_max: 60,
             connections_max: 0,
             outstanding_requests_per_connection_max: 1000,
+            request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
             outbound_bytes_per_connection_max: 64 << 20,
             packet_bytes_max: 0xfffff,
             four_letter_words: vec!["srvr".to_owned()],
@@ -316,6 +321,9 @@ const LOG_BYTES_PER_SNAPSHOT_DEFAULT: u64 = 512 << 20;
 const INT_MAX: i64 = i32::MAX as i64;
 /// More threads than this is a typo, not a machine.
 const SERVER_THREADS_MAX: i64 = 1024;
+/// What an ensemble's leader keeps in flight, and so what keeps its pipeline full; more
+/// requests waiting at a member would only wait longer, in memory.
+const REQUEST_BYTES_MAX_DEFAULT: usize = 64 << 20;
 
 impl ServerConfig {
     /// The limits of the write-ahead log, standalone or replica: room for the largest request
@@ -412,6 +420,13 @@ impl ServerConfig {
             )?;
         }
         b.finish()
+    }
+
+    /// The bytes of requests the server holds, read and not yet answered, over all its
+    /// connections: `request_bytes_max`, but never less than one frame of the largest size
+    /// accepted, so that every request can be read.
+    pub fn request_budget_bytes(&self) -> usize {
+        self.request_bytes_max.max(self.packet_bytes_max)
     }
 
     /// Whether the four-letter word `word` (e.g. `"ruok"`) may be answered: it is in the
@@ -964,6 +979,7 @@ enum Setting {
     SkipAcl,
     ReadOnlyMode,
     ServerThreads,
+    RequestBytesMax,
     ContainerCheckInterval,
     ContainerNeverUsed,
     SessionlessCnxnTimeout,
@@ -1020,6 +1036,7 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("zookeeper.skipACL", Setting::SkipAcl),
     ("readonlymode.enabled", Setting::ReadOnlyMode),
     ("zoolog.serverThreads", Setting::ServerThreads),
+    ("zoolog.requestBytesMax", Setting::RequestBytesMax),
     (
         "znode.container.checkIntervalMs",
         Setting::ContainerCheckInterval,
@@ -1312,6 +1329,7 @@ impl Builder {
                 c.read_only_mode_enabled = parse_bool(value, false).map_err(invalid)?
             }
             Setting::ServerThreads => c.server_threads = int(0, SERVER_THREADS_MAX)? as usize,
+            Setting::RequestBytesMax => c.request_bytes_max = int(1, i64::MAX)? as usize,
             Setting::ContainerCheckInterval => {
                 c.container_check_interval_ms = int(1, INT_MAX)? as u64
             }

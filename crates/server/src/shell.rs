@@ -2,17 +2,17 @@
 //! core its inputs on one task and carries out its outputs. All protocol decisions live in the
 //! core; this file only moves bytes and keeps the limits on them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use zoolog_log::{
     CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig, SnapshotSink,
@@ -75,6 +75,12 @@ struct Shared {
     /// One permit per request the connection may have outstanding; the writer returns it with
     /// the reply, so a client that floods us stops being read.
     outstanding: Semaphore,
+    /// The server's request budget held by the requests read and not yet answered, one
+    /// holding per request in the order of their replies. Each reply, once queued, gives its
+    /// request's bytes back; whatever is left goes back when the connection is gone. Given
+    /// back at the queueing rather than the writing of the reply, so that a client that does
+    /// not read its replies holds no one else up (its queued replies have their own limit).
+    request_bytes: Mutex<VecDeque<OwnedSemaphorePermit>>,
     /// Bytes queued for the writer; past the limit the client is too slow and is dropped.
     outbound_bytes: AtomicUsize,
 }
@@ -311,7 +317,13 @@ async fn serve(
         core.metrics.recovered_snapshot(snapshot);
     }
     let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
-    let accept = tokio::spawn(accept_loop(listener, config.clone(), messages.clone()));
+    let request_budget = Arc::new(Semaphore::new(config.request_budget_bytes()));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        config.clone(),
+        messages.clone(),
+        request_budget,
+    ));
     let purge = (config.purge_interval_hours > 0)
         .then(|| tokio::spawn(purge_loop(ordering.clone(), config.purge_interval_hours)));
     let operator_servers = start_operator_servers(&config, &messages).await;
@@ -669,6 +681,9 @@ impl CoreTask {
             .outbound_bytes
             .fetch_add(bytes.len(), Ordering::Relaxed)
             + bytes.len();
+        if reply {
+            lock(&handle.shared.request_bytes).pop_front();
+        }
         if queued > self.config.outbound_bytes_per_connection_max {
             tracing::warn!(
                 connection,
@@ -804,10 +819,13 @@ fn directory_bytes(path: &Path) -> u64 {
         .sum()
 }
 
+/// `request_budget` holds a permit per request byte the server may hold, shared by all
+/// connections (see `Shared::request_bytes`).
 async fn accept_loop(
     listener: TcpListener,
     config: Arc<ServerConfig>,
     messages: mpsc::Sender<Message>,
+    request_budget: Arc<Semaphore>,
 ) {
     let mut next_connection: ConnectionId = 1;
     loop {
@@ -826,6 +844,7 @@ async fn accept_loop(
         let (read_half, write_half) = stream.into_split();
         let shared = Arc::new(Shared {
             outstanding: Semaphore::new(config.outstanding_requests_per_connection_max),
+            request_bytes: Mutex::new(VecDeque::new()),
             outbound_bytes: AtomicUsize::new(0),
         });
         let (outbox, outbox_receiver) = mpsc::unbounded_channel();
@@ -837,7 +856,10 @@ async fn accept_loop(
             connection,
             config.clone(),
             messages.clone(),
-            shared.clone(),
+            Budgets {
+                connection: shared.clone(),
+                server: request_budget.clone(),
+            },
             Gates {
                 registered,
                 handshake: handshake_receiver,
@@ -920,7 +942,7 @@ async fn read_loop(
     connection: ConnectionId,
     config: Arc<ServerConfig>,
     messages: mpsc::Sender<Message>,
-    shared: Arc<Shared>,
+    budgets: Budgets,
     gates: Gates,
 ) {
     if gates.registered.await.is_err() {
@@ -930,6 +952,7 @@ async fn read_loop(
     let mut reader = FrameReader {
         socket: BufReader::with_capacity(READ_BUFFER_BYTES, socket),
         buffer: Vec::new(),
+        next_length: None,
         bytes_max: config.packet_bytes_max,
     };
     let end = read_connection(
@@ -937,7 +960,7 @@ async fn read_loop(
         connection,
         &config,
         &messages,
-        &shared,
+        &budgets,
         handshake,
     )
     .await;
@@ -953,7 +976,7 @@ async fn read_connection(
     connection: ConnectionId,
     config: &ServerConfig,
     messages: &mpsc::Sender<Message>,
-    shared: &Shared,
+    budgets: &Budgets,
     handshake: oneshot::Receiver<bool>,
 ) -> ReadEnd {
     let deadline = Duration::from_millis(config.handshake_timeout_ms);
@@ -1001,7 +1024,7 @@ async fn read_connection(
         return ReadEnd::HandedOver;
     }
     loop {
-        let (requests, broken) = read_requests(reader, connection, shared).await;
+        let (requests, broken) = read_requests(reader, connection, budgets).await;
         if !requests.is_empty() && messages.send(Message::Requests(requests)).await.is_err() {
             return ReadEnd::Gone;
         }
@@ -1016,28 +1039,82 @@ const READ_BUFFER_BYTES: usize = 32 * 1024;
 /// Requests handed to the core in one message, at most.
 const REQUESTS_PER_MESSAGE_MAX: usize = 64;
 
-/// The next request, waiting for it and for a free outstanding slot, followed by those already
-/// in the read buffer that also have a slot. The flag says the connection broke (a bad frame
-/// or a closed socket) after the requests returned.
+/// What a connection's reader must hold before it reads a request: one of the connection's
+/// outstanding slots, and the request's bytes of the server's budget.
+struct Budgets {
+    connection: Arc<Shared>,
+    server: Arc<Semaphore>,
+}
+
+#[derive(Clone, Copy)]
+enum Admission {
+    Admitted,
+    /// Only when not waiting: a slot or the bytes are not free now.
+    NoRoom,
+    /// A bad frame length or a closed socket.
+    Broken,
+}
+
+impl Budgets {
+    /// Takes a slot and the next frame's bytes for it, waiting for them or not. The bytes are
+    /// given back with the request's reply (`CoreTask::send`).
+    async fn admit(&self, reader: &mut FrameReader, wait: bool) -> Admission {
+        // A wait ends without room only if the semaphore is closed, which they never are.
+        let no_room = if wait {
+            Admission::Broken
+        } else {
+            Admission::NoRoom
+        };
+        let slot = if wait {
+            self.connection.outstanding.acquire().await.ok()
+        } else {
+            self.connection.outstanding.try_acquire().ok()
+        };
+        let Some(slot) = slot else {
+            return no_room;
+        };
+        let Ok(length) = reader.next_length().await else {
+            return Admission::Broken;
+        };
+        let length = u32::try_from(length).expect("frames are shorter than i32::MAX bytes");
+        let bytes = if wait {
+            self.server.clone().acquire_many_owned(length).await.ok()
+        } else {
+            self.server.clone().try_acquire_many_owned(length).ok()
+        };
+        let Some(bytes) = bytes else {
+            return no_room;
+        };
+        slot.forget();
+        lock(&self.connection.request_bytes).push_back(bytes);
+        Admission::Admitted
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .expect("a request budget's holders never panic")
+}
+
+/// The next request, waiting for it and for room for it, followed by those already in the
+/// read buffer that also have room. The flag says the connection broke (a bad frame or a
+/// closed socket) after the requests returned.
 async fn read_requests(
     reader: &mut FrameReader,
     connection: ConnectionId,
-    shared: &Shared,
+    budgets: &Budgets,
 ) -> (Vec<Input>, bool) {
     let mut requests = Vec::new();
     loop {
-        if requests.is_empty() {
-            let Ok(permit) = shared.outstanding.acquire().await else {
-                return (requests, true);
-            };
-            permit.forget();
-        } else if requests.len() == REQUESTS_PER_MESSAGE_MAX || !reader.frame_buffered() {
+        let wait = requests.is_empty();
+        if !wait && (requests.len() == REQUESTS_PER_MESSAGE_MAX || !reader.frame_buffered()) {
             return (requests, false);
-        } else {
-            let Ok(permit) = shared.outstanding.try_acquire() else {
-                return (requests, false);
-            };
-            permit.forget();
+        }
+        match budgets.admit(reader, wait).await {
+            Admission::Admitted => {}
+            Admission::NoRoom => return (requests, false),
+            Admission::Broken => return (requests, true),
         }
         let Ok(frame) = reader.frame().await else {
             return (requests, true);
@@ -1078,6 +1155,8 @@ struct FrameReader {
     /// Buffered: a pipelining client's frames arrive many to a socket read.
     socket: BufReader<OwnedReadHalf>,
     buffer: Vec<u8>,
+    /// The length of the next frame, once its prefix is read and before its payload is.
+    next_length: Option<usize>,
     bytes_max: usize,
 }
 
@@ -1090,13 +1169,17 @@ impl FrameReader {
                 return Ok(First::FourLetterWord(word.to_owned()));
             }
         }
-        self.payload(prefix).await.map(First::Frame)
+        self.next_length = Some(self.checked_length(prefix)?);
+        self.frame().await.map(First::Frame)
     }
 
     /// Whether a whole frame (or a length that will be refused) is already in the buffer,
     /// so that reading it will not wait for the socket.
     fn frame_buffered(&self) -> bool {
         let buffered = self.socket.buffer();
+        if let Some(length) = self.next_length {
+            return buffered.len() >= length;
+        }
         let Some(prefix) = buffered.first_chunk::<4>() else {
             return false;
         };
@@ -1106,19 +1189,30 @@ impl FrameReader {
         }
     }
 
-    async fn frame(&mut self) -> std::io::Result<Vec<u8>> {
+    /// The next frame's length, reading its prefix unless that is read already.
+    async fn next_length(&mut self) -> std::io::Result<usize> {
+        if let Some(length) = self.next_length {
+            return Ok(length);
+        }
         let mut prefix = [0u8; 4];
         self.socket.read_exact(&mut prefix).await?;
-        self.payload(prefix).await
+        let length = self.checked_length(prefix)?;
+        self.next_length = Some(length);
+        Ok(length)
     }
 
-    async fn payload(&mut self, prefix: [u8; 4]) -> std::io::Result<Vec<u8>> {
-        let length = frame_length(prefix, self.bytes_max).map_err(|error| {
-            tracing::info!(%error, "closing a connection with a bad frame length");
-            std::io::Error::new(std::io::ErrorKind::InvalidData, error)
-        })?;
+    async fn frame(&mut self) -> std::io::Result<Vec<u8>> {
+        let length = self.next_length().await?;
+        self.next_length = None;
         self.buffer.resize(length, 0);
         self.socket.read_exact(&mut self.buffer).await?;
         Ok(std::mem::take(&mut self.buffer))
+    }
+
+    fn checked_length(&self, prefix: [u8; 4]) -> std::io::Result<usize> {
+        frame_length(prefix, self.bytes_max).map_err(|error| {
+            tracing::info!(%error, "closing a connection with a bad frame length");
+            std::io::Error::new(std::io::ErrorKind::InvalidData, error)
+        })
     }
 }

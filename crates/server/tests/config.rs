@@ -226,6 +226,7 @@ fn full_zoo_cfg_with_every_key() {
          zookeeper.nio.sessionlessCnxnTimeout=2500\r\n\
          readonlymode.enabled=true\r\n\
          zoolog.serverThreads=1\r\n\
+         zoolog.requestBytesMax=8388608\r\n\
          standaloneEnabled=true\r\n\
          admin.enableServer=false\r\n",
         log = log.display()
@@ -241,6 +242,7 @@ fn full_zoo_cfg_with_every_key() {
         connections_per_ip_max: 0,
         connections_max: 500,
         outstanding_requests_per_connection_max: 2000,
+        request_bytes_max: 8 << 20,
         outbound_bytes_per_connection_max: 64 << 20,
         packet_bytes_max: 4 << 20,
         four_letter_words: vec!["srvr".into(), "ruok".into(), "stat".into(), "mntr".into()],
@@ -1401,4 +1403,15 @@ fn the_own_lines_client_address_must_agree_with_client_port() {
     std::fs::write(Path::new(&data).join("myid"), "2").unwrap();
     let c = load_file(&dir.write("zoo.cfg", &format!("{lines}clientPort=2185\n")));
     assert_eq!(c.client_addr, "127.0.0.1:2185".parse().unwrap());
+}
+
+#[test]
+fn the_request_budget_holds_at_least_one_frame_of_the_largest_size() {
+    let dir = TempDir::new();
+    let data = dir.data_dir();
+    let text = format!("dataDir={data}\nzoolog.requestBytesMax=1000\njute.maxbuffer=4194304\n");
+    let c = load_file(&dir.write("zoo.cfg", &text));
+    assert_eq!(c.request_bytes_max, 1000);
+    assert_eq!(c.request_budget_bytes(), 4 << 20);
+    assert_eq!(ServerConfig::default().request_budget_bytes(), 64 << 20);
 }

@@ -23,12 +23,20 @@ pub struct ZkServer {
 impl ZkServer {
     /// Starts a fresh server with TTL and container nodes enabled.
     pub fn start() -> ZkServer {
+        Self::start_with(&[])
+    }
+
+    /// As `start`, with `settings` (zoo.cfg `key=value` lines or `-Dname=value` properties)
+    /// besides.
+    pub fn start_with(settings: &[&str]) -> ZkServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let output = script(&[
+        let mut args = vec![
             "start",
             path_str(&dir),
             "-Dzookeeper.extendedTypesEnabled=true",
-        ]);
+        ];
+        args.extend_from_slice(settings);
+        let output = script(&args);
         let port = output
             .trim()
             .parse()
