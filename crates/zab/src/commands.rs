@@ -46,6 +46,29 @@ impl CommandQueue {
         self.commands.range(from.min(self.len())..)
     }
 
+    /// The commands from index `from` on, in messages of at most `count_max` commands and
+    /// `bytes_max` payload bytes each (a command larger than that alone).
+    pub fn batches_from(&self, from: usize, count_max: usize, bytes_max: u64) -> Vec<Vec<Bytes>> {
+        let mut batches: Vec<Vec<Bytes>> = Vec::new();
+        let mut batch_bytes = 0;
+        for command in self.from(from) {
+            let size = command.len() as u64;
+            let fits = batches
+                .last()
+                .is_some_and(|batch| batch.len() < count_max && batch_bytes + size <= bytes_max);
+            if !fits {
+                batches.push(Vec::new());
+                batch_bytes = 0;
+            }
+            batch_bytes += size;
+            batches
+                .last_mut()
+                .expect("a batch was just made")
+                .push(command.clone());
+        }
+        batches
+    }
+
     /// How many more commands this queue takes within the given bounds.
     pub fn room(&self, commands_max: u64, bytes_max: u64) -> AppendCapacity {
         AppendCapacity {
@@ -126,6 +149,26 @@ mod tests {
         assert_eq!(queue.from(0).count(), 1);
         assert_eq!(queue.from(4).count(), 0);
         assert!(queue.room(1, 100).is_none());
+    }
+
+    #[test]
+    fn batches_hold_at_most_their_count_and_bytes_and_a_large_command_alone() {
+        let mut queue = CommandQueue::default();
+        for bytes in [1, 2, 3, 10, 1, 1, 1] {
+            queue.push_back(command(bytes));
+        }
+        let sizes = |batches: Vec<Vec<Bytes>>| -> Vec<Vec<usize>> {
+            batches
+                .iter()
+                .map(|batch| batch.iter().map(Bytes::len).collect())
+                .collect()
+        };
+        assert_eq!(
+            sizes(queue.batches_from(0, 2, 5)),
+            vec![vec![1, 2], vec![3], vec![10], vec![1, 1], vec![1]]
+        );
+        assert_eq!(sizes(queue.batches_from(4, 10, 100)), vec![vec![1, 1, 1]]);
+        assert!(queue.batches_from(7, 10, 100).is_empty());
     }
 
     #[test]

@@ -1822,37 +1822,20 @@ impl Zab {
     fn send_forwards(&mut self, learner: &mut Learner, from: usize) {
         let link = self.learner_link(learner.epoch);
         let mut first_sequence = learner.forwards_confirmed + from as u64 + 1;
-        let mut payloads: Vec<Bytes> = Vec::new();
-        let mut bytes = 0;
-        for payload in learner.forwards.from(from) {
-            let full = payloads.len() == self.config.message_entries_max
-                || bytes + payload.len() as u64 > self.config.in_flight_bytes_max;
-            if full && !payloads.is_empty() {
-                let count = payloads.len() as u64;
-                let payloads = std::mem::take(&mut payloads);
-                self.send(
-                    learner.leader,
-                    Message::Forward {
-                        link,
-                        first_sequence,
-                        payloads,
-                    },
-                );
-                first_sequence += count;
-                bytes = 0;
-            }
-            bytes += payload.len() as u64;
-            payloads.push(payload.clone());
-        }
-        if !payloads.is_empty() {
-            self.send(
-                learner.leader,
-                Message::Forward {
-                    link,
-                    first_sequence,
-                    payloads,
-                },
-            );
+        let batches = learner.forwards.batches_from(
+            from,
+            self.config.message_entries_max,
+            self.config.in_flight_bytes_max,
+        );
+        for payloads in batches {
+            let count = payloads.len() as u64;
+            let message = Message::Forward {
+                link,
+                first_sequence,
+                payloads,
+            };
+            self.send(learner.leader, message);
+            first_sequence += count;
         }
     }
 

@@ -10,7 +10,7 @@ mod common;
 use bytes::Bytes;
 use common::{
     broadcasting_follower, broadcasting_follower_with, broadcasting_leader_with, config, link,
-    message, sent_to,
+    message, proposed, sent_to,
 };
 use zoolog_zab::{Action, ForwardsHeard, Input, Message, Zab};
 
@@ -30,18 +30,6 @@ fn forward(from_sequence: u64, commands: std::ops::RangeInclusive<u8>) -> Input 
             payloads: commands.map(|command| Bytes::from(vec![command])).collect(),
         },
     )
-}
-
-/// The commands the leader appended to its log, in order.
-fn proposed(actions: &[Action]) -> Vec<u8> {
-    actions
-        .iter()
-        .filter_map(|action| match action {
-            Action::Append { entries } => Some(entries.iter().map(|entry| entry.payload[0])),
-            _ => None,
-        })
-        .flatten()
-        .collect()
 }
 
 /// The leader makes its log durable through `position` and follower 2 acknowledges it: a

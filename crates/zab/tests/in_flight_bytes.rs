@@ -7,7 +7,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader_with, config, link, message, sent_to};
+use common::{broadcasting_leader_with, config, link, message, proposed, sent_to};
 use zoolog_zab::{Action, Input, Message, Zab};
 
 /// Server 1 leads three voters with ten bytes of room in flight (and as many for commands
@@ -31,18 +31,6 @@ fn append(commands: &[(u8, usize)]) -> Input {
 fn append_small(commands: std::ops::RangeInclusive<u8>) -> Input {
     let commands: Vec<(u8, usize)> = commands.map(|command| (command, 4)).collect();
     append(&commands)
-}
-
-/// The commands the leader appended to its log, in order.
-fn proposed(actions: &[Action]) -> Vec<u8> {
-    actions
-        .iter()
-        .filter_map(|action| match action {
-            Action::Append { entries } => Some(entries.iter().map(|entry| entry.payload[0])),
-            _ => None,
-        })
-        .flatten()
-        .collect()
 }
 
 /// The commands `actions` send learner `to`, in order.

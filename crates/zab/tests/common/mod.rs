@@ -160,3 +160,15 @@ pub fn broadcasting_leader_with(config: Config) -> Zab {
     assert!(zab.status().is_serving(), "leader established");
     zab
 }
+
+/// The commands the leader appended to its log, in order.
+pub fn proposed(actions: &[Action]) -> Vec<u8> {
+    actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Append { entries } => Some(entries.iter().map(|entry| entry.payload[0])),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
