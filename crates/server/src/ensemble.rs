@@ -278,6 +278,7 @@ impl Ensemble {
             clock: Instant::now(),
             board: board.clone(),
             held_appends: VecDeque::new(),
+            epoch_queries: Vec::new(),
         };
         tasks.push(tokio::spawn(driver.run(
             first_actions,
@@ -513,6 +514,11 @@ struct Driver {
     /// (`in_flight_bytes_max`). Waiting for room instead would stall this server's only
     /// thread, its heartbeats and its clients with it.
     held_appends: VecDeque<Vec<ReplicaEntry>>,
+    /// Snapshots' questions for the epoch at a position the replica's queue has not reached
+    /// yet: a learner delivers what its leader committed as soon as it holds it, which after
+    /// a long sync may still be in `held_appends`, and a snapshot may only cover queued
+    /// entries. Answered once the queue reaches them; at most one per snapshot under way.
+    epoch_queries: Vec<(Position, oneshot::Sender<Option<u64>>)>,
 }
 
 impl Driver {
@@ -558,7 +564,8 @@ impl Driver {
                 }
                 Some(command) = control.recv() => match command {
                     Control::EpochAt { position, reply } => {
-                        let _ = reply.send(self.zab.epoch_at(position));
+                        self.epoch_queries.push((position, reply));
+                        self.answer_epoch_queries();
                         continue;
                     }
                     Control::SnapshotSaved { position } => Input::SnapshotSaved { position },
@@ -586,6 +593,22 @@ impl Driver {
             if ticked {
                 self.publish_learners();
             }
+            self.answer_epoch_queries();
+        }
+    }
+
+    /// Answers the epoch queries whose position the replica's queue has reached.
+    fn answer_epoch_queries(&mut self) {
+        if self.epoch_queries.is_empty() {
+            return;
+        }
+        let queued = self.replica.last_position();
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.epoch_queries)
+            .into_iter()
+            .partition(|(position, _)| *position <= queued);
+        self.epoch_queries = waiting;
+        for (position, reply) in due {
+            let _ = reply.send(self.zab.epoch_at(position));
         }
     }
 
