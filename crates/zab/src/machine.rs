@@ -71,6 +71,8 @@ struct Learner {
     forwards_received: u64,
     /// When the leader last received or took more of them.
     forwards_progress_ms: u64,
+    /// Resends of forwards since the leader last received or took more of them.
+    forwards_resends: u32,
     /// When this learner last acknowledged, so that commit announcements are not each
     /// answered: an empty `Propose` gets an `Ack` only once per heartbeat interval.
     last_ack_ms: u64,
@@ -182,7 +184,7 @@ struct Peer {
     last_sent_ms: u64,
     sync_sent_ms: u64,
     /// `NewLeader`s sent to this attempt, and the payload bytes of the last one: see
-    /// [`sync_resend_wait_ms`].
+    /// [`resend_wait_ms`].
     syncs_sent: u32,
     sync_bytes: u64,
     /// How many of this learner's forwarded commands have been proposed.
@@ -196,20 +198,21 @@ struct Peer {
     durable_told: Position,
 }
 
-/// How long after the last `NewLeader` to a learner the leader sends another, when none was
-/// acknowledged: four heartbeats, and one more for every [`SYNC_BYTES_PER_HEARTBEAT`] it
-/// carried, after the first; then twice as long each time, up to 16 times. Over TCP a resend
-/// helps only after a full queue dropped the first; sent while a large snapshot is still on
-/// its way, it only sends the snapshot again.
-fn sync_resend_wait_ms(heartbeat_ms: u64, syncs_sent: u32, sync_bytes: u64) -> u64 {
+/// How long a sender waits for a sign of progress before it sends `bytes` again, after
+/// `resends` resends without one: `heartbeats_min` heartbeats, and one more for every
+/// [`RESEND_BYTES_PER_HEARTBEAT`]; then twice as long each time, up to 16 times. Over TCP a
+/// resend helps only after a full queue dropped the first send. When the receiver is merely
+/// slow (a large snapshot still on its way, a leader behind on its input under overload), a
+/// resend adds to what it must get through, so it must not come at a steady rate.
+fn resend_wait_ms(heartbeat_ms: u64, heartbeats_min: u64, bytes: u64, resends: u32) -> u64 {
     const DOUBLINGS_MAX: u32 = 4;
-    let heartbeats = 4 + sync_bytes / SYNC_BYTES_PER_HEARTBEAT;
-    (heartbeat_ms * heartbeats) << syncs_sent.saturating_sub(1).min(DOUBLINGS_MAX)
+    let heartbeats = heartbeats_min + bytes / RESEND_BYTES_PER_HEARTBEAT;
+    (heartbeat_ms * heartbeats) << resends.min(DOUBLINGS_MAX)
 }
 
-/// What a sync is given per heartbeat before it is resent: a rate (64 MiB/s at ZooKeeper's
-/// default tickTime) that any link between members is expected to beat.
-const SYNC_BYTES_PER_HEARTBEAT: u64 = 32 << 20;
+/// What a resend waits for per heartbeat: a rate (64 MiB/s at ZooKeeper's default tickTime)
+/// that any link between members is expected to beat.
+const RESEND_BYTES_PER_HEARTBEAT: u64 = 32 << 20;
 
 struct Promise {
     counted: bool,
@@ -507,6 +510,7 @@ impl Zab {
             forwards_confirmed: 0,
             forwards_received: 0,
             forwards_progress_ms: self.now_ms,
+            forwards_resends: 0,
             last_ack_ms: 0,
             leader_durable: 0,
         }));
@@ -1471,7 +1475,12 @@ impl Zab {
                 && leader.stage != LeaderStage::Promising
                 && now_ms
                     >= peer.sync_sent_ms
-                        + sync_resend_wait_ms(heartbeat_ms, peer.syncs_sent, peer.sync_bytes);
+                        + resend_wait_ms(
+                            heartbeat_ms,
+                            4,
+                            peer.sync_bytes,
+                            peer.syncs_sent.saturating_sub(1),
+                        );
             peer.last_sent_ms = now_ms;
             if resend {
                 self.leader_start_sync(leader, id);
@@ -1777,6 +1786,7 @@ impl Zab {
             if forwards.received > learner.forwards_received {
                 learner.forwards_received = forwards.received;
                 learner.forwards_progress_ms = zab.now_ms;
+                learner.forwards_resends = 0;
             }
             if forwards.taken > learner.forwards_confirmed {
                 let confirmed = (forwards.taken - learner.forwards_confirmed) as usize;
@@ -1784,6 +1794,7 @@ impl Zab {
                 learner.forwards_confirmed = forwards.taken;
                 learner.forwards_received = learner.forwards_received.max(forwards.taken);
                 learner.forwards_progress_ms = zab.now_ms;
+                learner.forwards_resends = 0;
             }
         });
         if ack {
@@ -1810,6 +1821,13 @@ impl Zab {
     fn forward(&mut self, payloads: Vec<Bytes>) {
         self.with_learning(|zab, learner| {
             let first_new = learner.forwards.len();
+            let all_received =
+                learner.forwards_confirmed + first_new as u64 <= learner.forwards_received;
+            if all_received {
+                // The leader's progress is counted from now, not from its last forwards.
+                learner.forwards_progress_ms = zab.now_ms;
+                learner.forwards_resends = 0;
+            }
             for payload in payloads {
                 learner.forwards.push_back(payload);
             }
@@ -1876,12 +1894,25 @@ impl Zab {
         // Over TCP only a broken connection (or a full queue) loses forwards; the leader
         // may hold received ones for long under load, and those are not sent again.
         let forwarded = learner.forwards_confirmed + learner.forwards.len() as u64;
-        let stalled = forwarded > learner.forwards_received
-            && now_ms >= learner.forwards_progress_ms + 2 * self.config.heartbeat_ms;
-        if stalled {
+        if forwarded <= learner.forwards_received {
+            return;
+        }
+        let first_unreceived = (learner.forwards_received - learner.forwards_confirmed) as usize;
+        let unreceived_bytes: usize = learner
+            .forwards
+            .from(first_unreceived)
+            .map(Bytes::len)
+            .sum();
+        let wait_ms = resend_wait_ms(
+            self.config.heartbeat_ms,
+            2,
+            unreceived_bytes as u64,
+            learner.forwards_resends,
+        );
+        if now_ms >= learner.forwards_progress_ms + wait_ms {
             learner.forwards_progress_ms = now_ms;
-            let unreceived = (learner.forwards_received - learner.forwards_confirmed) as usize;
-            self.with_learning(|zab, learner| zab.send_forwards(learner, unreceived));
+            learner.forwards_resends += 1;
+            self.with_learning(|zab, learner| zab.send_forwards(learner, first_unreceived));
         }
     }
 

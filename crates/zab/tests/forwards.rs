@@ -2,8 +2,9 @@
 //! proposes them, in the learner's order, as commits make room: the learner's clients do not
 //! wait for its stall resend (two heartbeats) under load. Its own clients' commands wait
 //! with them and take turns, so neither side's clients starve the other's. A learner resends
-//! only the forwards the leader says it has not received, not those it holds, and takes new
-//! commands only within its room in bytes as well as in number.
+//! only the forwards the leader says it has not received, not those it holds, waits longer
+//! after each resend the leader does not receive, and takes new commands only within its room
+//! in bytes as well as in number.
 
 mod common;
 
@@ -162,6 +163,32 @@ fn a_learner_resends_only_the_forwards_the_leader_has_not_received() {
         "held by the leader: not sent again"
     );
     assert_eq!(resent_after_a_stall(heard(1, 4)), Vec::<u64>::new());
+}
+
+#[test]
+fn a_learner_waits_twice_as_long_after_each_resend_the_leader_does_not_receive() {
+    let mut zab = broadcasting_follower(3);
+    let commands = (1..=4).map(|command| Bytes::from(vec![command])).collect();
+    zab.handle(Input::Append { payloads: commands }, 10);
+    let mut resent_ms = Vec::new();
+    // The leader stays in touch (a heartbeat every millisecond) and never receives them.
+    for now_ms in 11..=160 {
+        if !forwarded(&zab.handle(Input::Tick, now_ms)).is_empty() {
+            resent_ms.push(now_ms);
+        }
+        zab.handle(heard(0, 0), now_ms);
+    }
+    // Two heartbeats (4 ms) after the forwards, then 8, 16, 32, and at most 64 ms apart.
+    assert_eq!(resent_ms, vec![14, 22, 38, 70, 134]);
+    zab.handle(heard(0, 1), 161);
+    let after_progress: Vec<u64> = (162..=170)
+        .filter(|&now_ms| !forwarded(&zab.handle(Input::Tick, now_ms)).is_empty())
+        .collect();
+    assert_eq!(
+        after_progress,
+        vec![165],
+        "two heartbeats again once the leader receives more"
+    );
 }
 
 #[test]
