@@ -118,10 +118,12 @@ impl ServerKind {
                 Ok(command)
             }
             ServerKind::Apache => {
+                let classpath = apache_classpath();
+                check_jars_exist(&classpath)?;
                 let mut command = Command::new("java");
                 command
                     .arg("-cp")
-                    .arg(apache_classpath())
+                    .arg(&classpath)
                     .arg(format!("-Dzookeeper.log.dir={}", data_dir.display()))
                     .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
                     .arg("-Dzookeeper.admin.enableServer=false")
@@ -150,6 +152,25 @@ fn zoo_cfg(data_dir: &Path, port: u16) -> String {
 
 fn apache_classpath() -> String {
     std::env::var("APACHE_ZK_CLASSPATH").unwrap_or_else(|_| APACHE_CLASSPATH_DEFAULT.to_string())
+}
+
+/// Refuses a class path whose jars are missing, before any JVM starts: otherwise each server
+/// exits with Java's `ClassNotFoundException`, and the benchmark first waits out its start
+/// timeout for servers that never come up.
+fn check_jars_exist(classpath: &str) -> Result<(), String> {
+    let missing: Vec<&str> = classpath
+        .split(':')
+        .filter(|entry| entry.ends_with(".jar") && !Path::new(entry).exists())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "Apache ZooKeeper is not installed: {} missing from its class path {classpath} \
+         (install Debian's `zookeeper` package, or set APACHE_ZK_CLASSPATH, e.g. to the output \
+         of tests/java/apache-3.9-classpath.sh)",
+        missing.join(", ")
+    ))
 }
 
 /// `java -version`'s first line, e.g. `openjdk version "17.0.13" 2024-10-15`.
@@ -736,4 +757,24 @@ pub async fn srvr_mode(port: u16) -> Option<String> {
         .lines()
         .find_map(|line| line.strip_prefix("Mode:"))
         .map(|mode| mode.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_jars_exist;
+
+    #[test]
+    fn a_class_path_with_a_missing_jar_is_refused_by_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let present = dir.path().join("zookeeper.jar");
+        std::fs::write(&present, b"").expect("write jar");
+        let present = present.display().to_string();
+        let conf = dir.path().display().to_string();
+        assert_eq!(check_jars_exist(&format!("{conf}:{present}")), Ok(()));
+        let missing = dir.path().join("gone.jar").display().to_string();
+        let error = check_jars_exist(&format!("{conf}:{present}:{missing}"))
+            .expect_err("a missing jar is refused");
+        assert!(error.contains(&missing), "{error}");
+        assert!(!error.contains(&format!("{present},")), "{error}");
+    }
 }
