@@ -1894,7 +1894,12 @@ impl Zab {
         // Over TCP only a broken connection (or a full queue) loses forwards; the leader
         // may hold received ones for long under load, and those are not sent again.
         let forwarded = learner.forwards_confirmed + learner.forwards.len() as u64;
-        if forwarded <= learner.forwards_received {
+        let heartbeat_ms = self.config.heartbeat_ms;
+        let earliest_ms = learner.forwards_progress_ms
+            + resend_wait_ms(heartbeat_ms, 2, 0, learner.forwards_resends);
+        if forwarded <= learner.forwards_received || now_ms < earliest_ms {
+            // Nothing to resend, or too early whatever its size: no need to sum its bytes
+            // on every tick.
             return;
         }
         let first_unreceived = (learner.forwards_received - learner.forwards_confirmed) as usize;
@@ -1904,7 +1909,7 @@ impl Zab {
             .map(Bytes::len)
             .sum();
         let wait_ms = resend_wait_ms(
-            self.config.heartbeat_ms,
+            heartbeat_ms,
             2,
             unreceived_bytes as u64,
             learner.forwards_resends,

@@ -465,10 +465,15 @@ class CuratorRecipesTest extends ZkTestBase {
         assertTrue(elected.isEmpty(), "extra elections: " + elected);
     }
 
+    /** The queue's next element within WAIT_S, or a failure that says what did not come. */
+    private static String next(LinkedBlockingQueue<String> queue, String what) throws InterruptedException {
+        String element = queue.poll(WAIT_S, TimeUnit.SECONDS);
+        assertNotNull(element, "no " + what + " within " + WAIT_S + " s");
+        return element;
+    }
+
     private static String nextLeader(LinkedBlockingQueue<String> elected) throws InterruptedException {
-        String id = elected.poll(WAIT_S, TimeUnit.SECONDS);
-        assertNotNull(id, "no leader elected within " + WAIT_S + " s");
-        return id;
+        return next(elected, "leader elected");
     }
 
     private static void assertExactlyOneLeader(Map<String, LeaderLatch> open, String leader) throws Exception {
@@ -779,9 +784,7 @@ class CuratorRecipesTest extends ZkTestBase {
     }
 
     private static String nextEvent(LinkedBlockingQueue<String> events) throws InterruptedException {
-        String e = events.poll(WAIT_S, TimeUnit.SECONDS);
-        assertNotNull(e, "no cache event within " + WAIT_S + " s");
-        return e;
+        return next(events, "cache event");
     }
 
     // ---------------------------------------------------------------- counters
