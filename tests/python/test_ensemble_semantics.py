@@ -22,7 +22,7 @@ from kazoo.exceptions import NotReadOnlyCallError
 from kazoo.retry import KazooRetry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
-from ensemble import Ensemble, four_letter  # noqa: E402
+from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -127,6 +127,41 @@ def test_a_session_moves_to_another_server_and_keeps_its_ephemerals(ens):
         assert c.client_id[0] == session
         assert exists_everywhere(ens, "/moves/eph") == {sid: True for sid in ens.ids if sid != first}
     finally:
+        c.stop()
+        c.close()
+
+
+@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's leader closes a follower's connection "
+                    "after syncLimit ticks without a word from it, so the follower goes looking and "
+                    "drops its clients when it resumes")
+def test_a_follower_paused_longer_than_the_leader_timeout_keeps_following_and_its_clients(ens):
+    """A follower stopped for longer than the leader timeout (a long GC pause, a descheduled VM)
+    while the leader and the other follower run on: on resume the leader's heartbeats wait in
+    its sockets, so it goes on following, and the connection of a client whose session outlives
+    the pause is never dropped."""
+    tick_s = int(DEFAULT_SETTINGS["tickTime"]) / 1000
+    leader_timeout_s = int(DEFAULT_SETTINGS["syncLimit"]) * tick_s
+    # Shorter than initLimit ticks, after which a leader may give up on a silent follower.
+    pause_s = leader_timeout_s + (int(DEFAULT_SETTINGS["initLimit"]) * tick_s - leader_timeout_s) / 2
+    paused = follower(ens)
+    states = []
+    # kazoo gives up on a silent server after two thirds of the session timeout: not before
+    # the pause ends.
+    c = client(ens.hosts(paused), timeout=30)
+    c.add_listener(states.append)
+    try:
+        c.create("/paused-follower", b"before")
+        ens.pause(paused)
+        time.sleep(pause_s)
+        ens.resume(paused)
+        # A server that went looking on resume would drop its clients within milliseconds.
+        time.sleep(2)
+        c.set("/paused-follower", b"after")
+        assert c.get("/paused-follower")[0] == b"after"
+        assert states == [], f"the client's connection changed state: {states}"
+        assert ens.modes()[paused] == "follower"
+    finally:
+        ens.resume(paused)
         c.stop()
         c.close()
 

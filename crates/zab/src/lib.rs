@@ -125,6 +125,7 @@ pub struct Config {
     pub members: BTreeMap<ServerId, MemberRole>,
     /// A learner that hears nothing from its leader for this long, or a leader that hears
     /// from less than a quorum for this long, starts looking again (ZooKeeper's syncLimit).
+    /// A learner counts only the time it was itself running: see [`Zab::handle`].
     pub leader_timeout_ms: u64,
     /// A looking server re-broadcasts its vote this often, and a learner retransmits its
     /// discovery messages this often until its leader answers.

@@ -327,7 +327,11 @@ impl Zab {
         (zab, actions)
     }
 
+    /// Feeds one input, at `now_ms` of a monotonic clock, and returns the actions to carry
+    /// out in order. A gap between inputs of more than a quarter of the leader timeout is
+    /// taken for a stall of this server, which a learner does not count against its leader.
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Vec<Action> {
+        self.excuse_own_stall(now_ms);
         self.now_ms = self.now_ms.max(now_ms);
         match input {
             Input::Tick => self.tick(),
@@ -348,6 +352,28 @@ impl Zab {
         self.history.trim_step(TRIM_ENTRIES_PER_INPUT);
         self.report_status();
         std::mem::take(&mut self.out)
+    }
+
+    /// A learner's timeouts on its leader count only the time this server was running.
+    /// Inputs (ticks at least) come every few milliseconds while it runs, so a gap of more
+    /// than a quarter of the leader timeout means it did not: it was stopped, swapped out or
+    /// starved, and the leader's messages of that time still wait unread in its sockets.
+    /// Counted, such a pause of its own would send a follower looking as soon as it resumes
+    /// (a resync for nothing, and its clients' connections closed), however alive the leader
+    /// is. The excess is excused, so a learner that keeps stalling still leaves a silent
+    /// leader, only later. A leader is not excused: its followers counted its silence, and
+    /// after such a pause they have left it.
+    fn excuse_own_stall(&mut self, now_ms: u64) {
+        let gap_ms = now_ms.saturating_sub(self.now_ms);
+        let counted_max_ms = self.config.leader_timeout_ms / 4;
+        let Phase::Learning(learner) = &mut self.phase else {
+            return;
+        };
+        if gap_ms > counted_max_ms {
+            let excused_ms = gap_ms - counted_max_ms;
+            learner.started_ms += excused_ms;
+            learner.last_heard_ms += excused_ms;
+        }
     }
 
     pub fn status(&self) -> Status {
