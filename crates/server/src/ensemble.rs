@@ -321,17 +321,19 @@ impl Ensemble {
         write_state: impl FnOnce(&mut SnapshotSink<'_>) -> std::io::Result<()>,
     ) -> Result<u64, LogError> {
         let (reply, answer) = oneshot::channel();
-        let epoch = self
+        let known = self
             .control
             .blocking_send(Control::EpochAt { position, reply })
             .ok()
             .and_then(|()| answer.blocking_recv().ok())
-            .flatten()
             .ok_or_else(|| {
-                LogError::WriterFailed(format!(
-                    "the protocol no longer knows the epoch of position {position}"
-                ))
+                LogError::WriterFailed("the ensemble's protocol task has stopped".into())
             })?;
+        let epoch = known.ok_or_else(|| {
+            LogError::WriterFailed(format!(
+                "the protocol no longer knows the epoch of position {position}"
+            ))
+        })?;
         let stored_bytes = self.replica.save_snapshot_streamed(position, |sink| {
             sink.write(&epoch.to_be_bytes())?;
             write_state(sink)
