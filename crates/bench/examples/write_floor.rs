@@ -4,17 +4,19 @@
 //! a standalone server needs two hops and one fdatasync in sequence; a write through a follower
 //! of an ensemble needs four hops (client, follower, leader, follower, client) and one fdatasync
 //! on each of two members, in parallel. bench/README.md uses this to explain the one-worker
-//! create latencies.
+//! create latencies. Members of an ensemble on one machine also share its disk: a write is durable
+//! on a quorum of three when the second of three fdatasyncs started together is done.
 //!
 //! `cargo run --release -p zoolog-bench --example write_floor -- [ROUNDS] [DIR]`
 //! (defaults: 100000 round trips, 10000 syncs, in the system's temporary directory).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+use zoolog_bench::floor::{overwrite_syncs, percentile, quorum_syncs};
 
 /// Set in the child process: the port it connects to and echoes on.
 const ECHO_PORT_ENV: &str = "ZOOLOG_WRITE_FLOOR_ECHO_PORT";
@@ -22,7 +24,6 @@ const ECHO_PORT_ENV: &str = "ZOOLOG_WRITE_FLOOR_ECHO_PORT";
 const ECHO_CPU_ENV: &str = "ZOOLOG_WRITE_FLOOR_ECHO_CPU";
 /// A small request, like a create of an empty node.
 const MESSAGE_BYTES: usize = 64;
-const BLOCK_BYTES: usize = 4096;
 
 fn main() -> std::io::Result<()> {
     if let Ok(port) = std::env::var(ECHO_PORT_ENV) {
@@ -41,9 +42,16 @@ fn main() -> std::io::Result<()> {
     } else {
         &[("one CPU", 0)]
     };
-    let syncs_us = overwrite_syncs(&dir, (rounds / 10).max(100))?;
+    let syncs = (rounds / 10).max(100);
+    let syncs_us = overwrite_syncs(&dir, syncs)?;
     report("4 KiB overwrite + fdatasync", &syncs_us);
     let sync_us = percentile(&syncs_us, 0.5);
+    let quorum_us = quorum_syncs(&dir, 3, syncs)?;
+    report(
+        "the second of three overwrites + fdatasyncs started together on this disk (a durable \
+         write to a quorum of three members that share it, no hops)",
+        &quorum_us,
+    );
     for &(placement, echo_cpu) in placements {
         pin_to_cpu(0)?;
         let round_trips_us = round_trips(rounds, echo_cpu)?;
@@ -113,23 +121,6 @@ fn echo(port: u16) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Overwrites of one already written block, each followed by fdatasync, in microseconds: the
-/// steady state of a WAL that writes into recycled segments.
-fn overwrite_syncs(dir: &std::path::Path, syncs: usize) -> std::io::Result<Vec<f64>> {
-    let file = tempfile::tempfile_in(dir)?;
-    let block = [1u8; BLOCK_BYTES];
-    file.write_all_at(&block, 0)?;
-    file.sync_all()?;
-    let mut samples = Vec::with_capacity(syncs);
-    for _ in 0..syncs {
-        let started = Instant::now();
-        file.write_all_at(&block, 0)?;
-        file.sync_data()?;
-        samples.push(started.elapsed().as_secs_f64() * 1e6);
-    }
-    Ok(samples)
-}
-
 fn report(what: &str, samples_us: &[f64]) {
     println!(
         "{what}: p50 {:.1} us, p90 {:.1}, p99 {:.1} ({} samples)",
@@ -138,11 +129,4 @@ fn report(what: &str, samples_us: &[f64]) {
         percentile(samples_us, 0.99),
         samples_us.len()
     );
-}
-
-fn percentile(samples: &[f64], quantile: f64) -> f64 {
-    assert!(!samples.is_empty(), "a percentile of no samples");
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[((sorted.len() - 1) as f64 * quantile).round() as usize]
 }

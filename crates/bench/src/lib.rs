@@ -12,6 +12,7 @@
 
 mod bounded;
 mod control;
+pub mod floor;
 mod options;
 mod plot;
 mod progress;
@@ -74,6 +75,9 @@ async fn bench(options: Options) -> ExitCode {
     let progress = Progress::new(planned_time(&options));
     let mut results = Vec::new();
     let mut settings = Vec::new();
+    if options.ensemble.is_some() || options.compare {
+        settings.push(disk_floor_note().await);
+    }
     let mut failed = false;
     for round in 1..=options.rounds {
         if interrupt.is_set() {
@@ -297,6 +301,18 @@ async fn stop_on_ctrl_c(interrupt: Signal) {
     interrupt.set();
     if tokio::signal::ctrl_c().await.is_ok() {
         std::process::exit(INTERRUPTED_EXIT_CODE.into());
+    }
+}
+
+/// The floor of the disk where the benchmark's servers keep their data, measured before
+/// they start, as a line of the summary.
+async fn disk_floor_note() -> String {
+    let dir = std::env::temp_dir();
+    let shown = dir.display().to_string();
+    match tokio::task::spawn_blocking(move || floor::DiskFloor::measure(&dir)).await {
+        Ok(Ok(floor)) => format!("disk floor in {shown}, before any server starts: {floor}"),
+        Ok(Err(error)) => format!("disk floor in {shown}: not measured ({error})"),
+        Err(error) => format!("disk floor in {shown}: not measured ({error})"),
     }
 }
 
