@@ -5,7 +5,8 @@
 //! duplication, partitions that come and go), simulated disks (unsynced writes lost on crash,
 //! torn writes, durable epochs, truncations and snapshots) and a simulated clock, with clients
 //! submitting commands and servers crashing and restarting at any point, even halfway through
-//! a batch of actions. A fault phase is followed by a liveness phase: everything heals and
+//! a batch of actions, or stopping for a while (as SIGSTOP or a long pause would: their
+//! inputs wait, in order, until they resume). A fault phase is followed by a liveness phase: everything heals and
 //! restarts, and the ensemble must elect a leader, acknowledge new commands and converge.
 //! The checkers are described in [`checker`].
 //!
@@ -117,6 +118,7 @@ pub struct Report {
     pub unknown: u64,
     pub unknown_committed: u64,
     pub crashes: u64,
+    pub pauses: u64,
     pub epoch: u64,
     /// A hash of every event's time, order and kind: equal for equal seeds.
     pub trace_hash: u64,

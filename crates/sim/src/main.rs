@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     let count = seeds.unwrap_or(1000);
     let started = Instant::now();
     let mut failures = 0u64;
-    let (mut events, mut committed, mut crashes) = (0u64, 0u64, 0u64);
+    let (mut events, mut committed, mut crashes, mut pauses) = (0u64, 0u64, 0u64, 0u64);
     let (mut core_seeds, mut write_acks, mut reads, mut synced_reads) = (0u64, 0u64, 0u64, 0u64);
     let mut expired = 0u64;
     for seed in from..from + count {
@@ -69,6 +69,7 @@ fn main() -> ExitCode {
                 events += report.events;
                 committed += report.committed;
                 crashes += report.crashes;
+                pauses += report.pauses;
                 core_seeds += (report.mode == Mode::Core) as u64;
                 write_acks += report.write_acks;
                 reads += report.reads_checked;
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired",
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired",
         count,
         from + count,
         started.elapsed().as_secs_f64()

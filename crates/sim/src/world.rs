@@ -1,7 +1,7 @@
 //! One simulated run: the event loop, the driver of each server's [`Zab`] (exactly the
 //! contract in `zoolog_zab`'s docs), the clients, the fault schedule and the liveness phase.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use zoolog_zab::{
@@ -55,6 +55,11 @@ enum Event {
     },
     EndFaults,
     Check,
+    /// The end of a server's pause (the `pause`-th of the run), unless it ended otherwise.
+    Resume {
+        node: usize,
+        pause: u64,
+    },
     /// Core mode: the front end's timer.
     CoreTick {
         node: usize,
@@ -85,10 +90,17 @@ impl Event {
             Event::EndFaults => (9, 0),
             Event::Check => (10, 0),
             Event::CoreTick { node, .. } => (11, *node as u64),
+            Event::Resume { node, .. } => (14, *node as u64),
             Event::ZkToServer { conn, frame } => (12, conn << 1 | frame.is_some() as u64),
             Event::ZkToClient { conn, frame } => (13, conn << 1 | frame.is_some() as u64),
         }
     }
+}
+
+/// A stopped server process: inputs wait in its sockets and timers until it resumes.
+struct Paused {
+    pause: u64,
+    held: VecDeque<Event>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +134,10 @@ pub(crate) struct World {
     deadline: u64,
     post_heal_acked: u64,
     crashes: u64,
+    /// Pauses so far; the last one numbers the newest.
+    pauses: u64,
+    /// The servers whose process is stopped, and the inputs that came for them meanwhile.
+    paused: BTreeMap<usize, Paused>,
     events: u64,
     trace_hash: u64,
     done: bool,
@@ -246,6 +262,8 @@ impl World {
             deadline: u64::MAX,
             post_heal_acked: 0,
             crashes: 0,
+            pauses: 0,
+            paused: BTreeMap::new(),
             events: 0,
             trace_hash: 0xCBF2_9CE4_8422_2325,
             done: false,
@@ -357,6 +375,7 @@ impl World {
             unknown: self.checker.unknown_total(),
             unknown_committed: self.checker.unknown_committed(),
             crashes: self.crashes,
+            pauses: self.pauses,
             epoch: self
                 .nodes
                 .iter()
@@ -372,6 +391,12 @@ impl World {
     }
 
     fn dispatch(&mut self, event: Event) -> Result<(), String> {
+        if let Some(node) = self.input_of(&event) {
+            if let Some(paused) = self.paused.get_mut(&node) {
+                paused.held.push_back(event);
+                return Ok(());
+            }
+        }
         match event {
             Event::Tick { node, life } => {
                 if self.nodes[node].is_up() && self.nodes[node].life == life {
@@ -445,10 +470,43 @@ impl World {
                     self.start(node)?;
                 }
             }
+            Event::Resume { node, pause } => {
+                if self
+                    .paused
+                    .get(&node)
+                    .is_some_and(|paused| paused.pause == pause)
+                {
+                    self.resume(node)?;
+                }
+            }
             Event::EndFaults => self.end_faults()?,
             Event::Check => self.check_liveness()?,
         }
         Ok(())
+    }
+
+    fn is_paused(&self, idx: usize) -> bool {
+        self.paused.contains_key(&idx)
+    }
+
+    /// The server whose process takes `event` as an input, if any.
+    fn input_of(&self, event: &Event) -> Option<usize> {
+        match event {
+            Event::Tick { node, .. }
+            | Event::Fsync { node, .. }
+            | Event::SnapshotRead { node, .. }
+            | Event::Disconnected { node, .. }
+            | Event::CoreTick { node, .. } => Some(*node),
+            Event::Arrive { to, .. } => Some(*to),
+            Event::ZkToServer { conn, .. } => self.zk.as_ref().and_then(|zk| zk.server_of(*conn)),
+            Event::ClientStep { .. }
+            | Event::ZkToClient { .. }
+            | Event::Fault
+            | Event::Restart { .. }
+            | Event::Resume { .. }
+            | Event::EndFaults
+            | Event::Check => None,
+        }
     }
 
     // ----- servers ----------------------------------------------------------------------
@@ -503,6 +561,8 @@ impl World {
         if !self.nodes[idx].is_up() {
             return;
         }
+        // What a stopped process had not read dies with it.
+        self.paused.remove(&idx);
         let lost = {
             let node = &mut self.nodes[idx];
             node.zab = None;
@@ -839,7 +899,11 @@ impl World {
             .zab
             .as_ref()
             .map_or(AppendCapacity::NONE, |z| z.append_capacity());
-        if room == 0 || capacity.is_none() || self.nodes[conn.node].status != conn.status {
+        if room == 0
+            || capacity.is_none()
+            || self.nodes[conn.node].status != conn.status
+            || self.is_paused(conn.node)
+        {
             return Ok(());
         }
         let mut count = (room as u64).min(self.rng.range(1, 3));
@@ -919,7 +983,51 @@ impl World {
                 self.net.config.duplicate_p = *self.rng.pick(&[0.0, 0.01, 0.1]).unwrap();
                 self.log(None, || format!("NET {:?}", self.net.config));
             }
+            90..=94 => self.pause(),
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// Stops a server's process (the leader half the time) for up to four leader timeouts, as
+    /// SIGSTOP, a long pause or a descheduled VM would: its inputs wait until it resumes.
+    fn pause(&mut self) {
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].is_up() && !self.is_paused(*i))
+            .collect();
+        let victim = match self.leader() {
+            Some(leader) if up.contains(&leader) && self.rng.chance(0.5) => Some(leader),
+            _ => self.rng.pick(&up).copied(),
+        };
+        let Some(victim) = victim else {
+            return;
+        };
+        let longest_us = 4 * self.nodes[victim].config.leader_timeout_ms * 1000;
+        let pause_us = self.rng.range(1_000, longest_us);
+        self.pauses += 1;
+        let pause = self.pauses;
+        let held = VecDeque::new();
+        self.paused.insert(victim, Paused { pause, held });
+        self.at(
+            pause_us,
+            Event::Resume {
+                node: victim,
+                pause,
+            },
+        );
+        self.log(Some(victim), || format!("PAUSE for {pause_us} us"));
+    }
+
+    /// Resumes a stopped server: it takes what came meanwhile, in the order it came.
+    fn resume(&mut self, idx: usize) -> Result<(), String> {
+        let Some(paused) = self.paused.remove(&idx) else {
+            return Ok(());
+        };
+        self.log(Some(idx), || {
+            format!("RESUME ({} inputs held)", paused.held.len())
+        });
+        for event in paused.held {
+            self.dispatch(event)?;
         }
         Ok(())
     }
@@ -955,6 +1063,7 @@ impl World {
         self.net.config.duplicate_p = 0.0;
         self.net.config.tail_p = 0.0;
         for idx in 0..self.nodes.len() {
+            self.resume(idx)?;
             if !self.nodes[idx].is_up() {
                 self.start(idx)?;
             }

@@ -225,6 +225,11 @@ impl ZkState {
         self.core_tick_us
     }
 
+    /// The server a client connection leads to.
+    pub(crate) fn server_of(&self, conn: u64) -> Option<usize> {
+        self.conns.get(&conn).map(|c| c.node)
+    }
+
     pub(crate) fn tree_config(&self) -> TreeConfig {
         self.tree_config.clone()
     }
@@ -667,7 +672,8 @@ impl World {
 
     fn client_connect(&mut self, c: usize) -> Result<(), String> {
         let node = self.rng.below(self.nodes.len() as u64) as usize;
-        if !self.nodes[node].is_up() {
+        // A stopped process answers no handshake either.
+        if !self.nodes[node].is_up() || self.is_paused(node) {
             let delay = self.rng.range(1_000, 30_000);
             self.zk().clients[c].reconnect_at = self.now + delay;
             return Ok(());
