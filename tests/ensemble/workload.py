@@ -6,8 +6,9 @@ server, and runs the porcupine checker (tests/go/cmd/zkcheck).
     workload.py DIR [--clients 5] [--seconds 20] [--keys 3] [--nemesis kill-leader] [--out OUTDIR]
 
 DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy). Nemeses:
-none, kill-leader, kill-follower, pause-leader, partition-leader, mixed. Exit 0 when every check
-passes. From Python: run_workload(Ensemble(DIR), out_dir, ...) returns a report dict (report["ok"]).
+none, kill-leader, kill-follower, pause-leader, pause-follower, partition-leader, mixed. Exit 0
+when every check passes. From Python: run_workload(Ensemble(DIR), out_dir, ...) returns a report
+dict (report["ok"]).
 """
 import argparse
 import json
@@ -28,7 +29,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # no
 
 HERE = Path(__file__).resolve().parent
 GO_DIR = HERE.parent / "go"
-NEMESES = ("none", "kill-leader", "kill-follower", "pause-leader", "partition-leader", "mixed")
+NEMESES = ("none", "kill-leader", "kill-follower", "pause-leader", "pause-follower",
+           "partition-leader", "mixed")
 
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
@@ -194,7 +196,7 @@ class Nemesis(threading.Thread):
             while not self.wait(self.interval_s):
                 kind = self.kind
                 if kind == "mixed":
-                    choices = ["kill-leader", "kill-follower", "pause-leader"]
+                    choices = ["kill-leader", "kill-follower", "pause-leader", "pause-follower"]
                     if self.ens.state["proxy"]:
                         choices.append("partition-leader")
                     kind = self.rng.choice(choices)
@@ -202,7 +204,7 @@ class Nemesis(threading.Thread):
                 if leader is None:
                     self.log("no leader to target")
                     continue
-                if kind == "kill-follower":
+                if kind.endswith("-follower"):
                     followers = self.ens.followers()
                     if not followers:
                         self.log("no follower to target")
@@ -211,13 +213,13 @@ class Nemesis(threading.Thread):
                 else:
                     target = leader
                 self.faults += 1
-                if kind in ("kill-leader", "kill-follower"):
+                if kind.startswith("kill-"):
                     self.log(f"kill -9 {target} ({kind})")
                     self.ens.kill(target)
                     self.stop.wait(self.hold_s)
                     self.log(f"start {target}")
                     self.ens.start(target)
-                elif kind == "pause-leader":
+                elif kind.startswith("pause-"):
                     self.log(f"pause {target}")
                     self.ens.pause(target)
                     self.stop.wait(self.hold_s)
