@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::message::{PeerState, Vote};
+use crate::message::{Attempt, PeerState, Vote};
 use crate::{Config, Epoch, ServerId};
 
 #[derive(Debug, Clone)]
@@ -22,6 +22,17 @@ pub(crate) struct Election {
     /// When this server's vote first had a quorum, for the finalize wait.
     quorum_since_ms: Option<u64>,
     pub last_broadcast_ms: u64,
+    /// Learners that decided for this server before it decided itself: their `FollowerInfo`,
+    /// taken up if it comes to lead, so that they need not wait to send it again.
+    pub introductions: BTreeMap<ServerId, Introduction>,
+}
+
+/// A learner's `FollowerInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Introduction {
+    pub accepted_epoch: Epoch,
+    pub observer: bool,
+    pub attempt: Attempt,
 }
 
 /// What a looking server should do after an election event.
@@ -45,6 +56,15 @@ impl Election {
             reports: BTreeMap::new(),
             quorum_since_ms: None,
             last_broadcast_ms: now_ms,
+            introductions: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps the newest attempt's introduction of each learner.
+    pub fn hold_introduction(&mut self, from: ServerId, introduction: Introduction) {
+        let held = self.introductions.entry(from).or_insert(introduction);
+        if introduction.attempt >= held.attempt {
+            *held = introduction;
         }
     }
 

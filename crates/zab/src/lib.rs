@@ -32,7 +32,8 @@
 //!    adopts any better vote it hears in the same round. When a quorum of participants agree
 //!    it stops looking. Observers never vote; they join whichever leader participants report.
 //!    Election is only a heuristic for picking a good leader: safety comes from step 2.
-//! 2. **Discovery.** The prospective leader collects `FollowerInfo` from a quorum, picks an
+//! 2. **Discovery.** The prospective leader collects `FollowerInfo` from a quorum (keeping any
+//!    that reached it while it was still looking: a learner often decides a hop sooner), picks an
 //!    epoch above every accepted epoch it saw, and asks each to promise it (`NewEpoch`). A
 //!    server promises an epoch at most once and, after promising, ignores every older leader.
 //!    Each `AckEpoch` reports the follower's current epoch and log. If any follower in the

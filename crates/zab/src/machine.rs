@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 
 use crate::commands::{AppendCapacity, CommandQueue};
-use crate::election::{Election, Outcome};
+use crate::election::{Election, Introduction, Outcome};
 use crate::history::History;
 use crate::message::{Attempt, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
@@ -508,12 +508,14 @@ impl Zab {
             Outcome::Undecided => {}
             Outcome::Rebroadcast => self.broadcast_vote(),
             Outcome::Decided { leader } => {
-                let final_vote = match &self.phase {
-                    Phase::Looking(election) => election.vote,
-                    _ => None,
+                let (final_vote, introductions) = match &mut self.phase {
+                    Phase::Looking(election) => {
+                        (election.vote, std::mem::take(&mut election.introductions))
+                    }
+                    _ => (None, BTreeMap::new()),
                 };
                 if leader == self.config.me {
-                    self.lead(final_vote);
+                    self.lead(final_vote, introductions);
                 } else {
                     self.learn(leader, final_vote);
                 }
@@ -567,7 +569,8 @@ impl Zab {
         }
     }
 
-    fn lead(&mut self, final_vote: Option<Vote>) {
+    /// Leads, taking up the introductions of learners that decided for it first.
+    fn lead(&mut self, final_vote: Option<Vote>, introductions: BTreeMap<ServerId, Introduction>) {
         self.set_phase(Phase::Leading(Leader {
             epoch: 0,
             stage: LeaderStage::Collecting,
@@ -578,6 +581,9 @@ impl Zab {
             last_quorum_ms: self.now_ms,
             own_waiting: CommandQueue::default(),
         }));
+        for (from, introduction) in introductions {
+            self.leader_follower_info(from, introduction);
+        }
         self.leader_try_choose_epoch();
     }
 
@@ -623,7 +629,17 @@ impl Zab {
                 accepted_epoch,
                 observer,
                 attempt,
-            } => self.leader_follower_info(from, accepted_epoch, observer, attempt),
+            } => {
+                let introduction = Introduction {
+                    accepted_epoch,
+                    observer,
+                    attempt,
+                };
+                match &mut self.phase {
+                    Phase::Looking(election) => election.hold_introduction(from, introduction),
+                    _ => self.leader_follower_info(from, introduction),
+                }
+            }
             Message::NewEpoch { link } => self.learner_new_epoch(from, link.epoch),
             Message::AckEpoch {
                 link,
@@ -942,13 +958,12 @@ impl Zab {
         });
     }
 
-    fn leader_follower_info(
-        &mut self,
-        from: ServerId,
-        accepted_epoch: Epoch,
-        observer: bool,
-        attempt: Attempt,
-    ) {
+    fn leader_follower_info(&mut self, from: ServerId, introduction: Introduction) {
+        let Introduction {
+            accepted_epoch,
+            observer,
+            attempt,
+        } = introduction;
         let observer = observer || !self.config.is_participant(from);
         let mut give_up = false;
         self.with_leader(|zab, leader| {
