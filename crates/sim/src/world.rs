@@ -90,9 +90,9 @@ impl Event {
             Event::EndFaults => (9, 0),
             Event::Check => (10, 0),
             Event::CoreTick { node, .. } => (11, *node as u64),
-            Event::Resume { node, .. } => (14, *node as u64),
             Event::ZkToServer { conn, frame } => (12, conn << 1 | frame.is_some() as u64),
             Event::ZkToClient { conn, frame } => (13, conn << 1 | frame.is_some() as u64),
+            Event::Resume { node, .. } => (14, *node as u64),
         }
     }
 }
@@ -951,11 +951,7 @@ impl World {
                 let up: Vec<usize> = (0..self.nodes.len())
                     .filter(|i| self.nodes[*i].is_up())
                     .collect();
-                let victim = match self.leader() {
-                    Some(leader) if self.rng.chance(0.5) => Some(leader),
-                    _ => self.rng.pick(&up).copied(),
-                };
-                if let Some(victim) = victim {
+                if let Some(victim) = self.pick_victim(&up) {
                     self.crash(victim);
                 }
             }
@@ -989,17 +985,21 @@ impl World {
         Ok(())
     }
 
+    /// The leader half the time (when it is a candidate), else any of `candidates`.
+    fn pick_victim(&mut self, candidates: &[usize]) -> Option<usize> {
+        match self.leader() {
+            Some(leader) if candidates.contains(&leader) && self.rng.chance(0.5) => Some(leader),
+            _ => self.rng.pick(candidates).copied(),
+        }
+    }
+
     /// Stops a server's process (the leader half the time) for up to four leader timeouts, as
     /// SIGSTOP, a long pause or a descheduled VM would: its inputs wait until it resumes.
     fn pause(&mut self) {
-        let up: Vec<usize> = (0..self.nodes.len())
+        let running: Vec<usize> = (0..self.nodes.len())
             .filter(|i| self.nodes[*i].is_up() && !self.is_paused(*i))
             .collect();
-        let victim = match self.leader() {
-            Some(leader) if up.contains(&leader) && self.rng.chance(0.5) => Some(leader),
-            _ => self.rng.pick(&up).copied(),
-        };
-        let Some(victim) = victim else {
+        let Some(victim) = self.pick_victim(&running) else {
             return;
         };
         let longest_us = 4 * self.nodes[victim].config.leader_timeout_ms * 1000;
