@@ -309,9 +309,12 @@ async fn stop_on_ctrl_c(interrupt: Signal) {
 async fn disk_floor_note() -> String {
     let dir = std::env::temp_dir();
     let shown = dir.display().to_string();
-    match tokio::task::spawn_blocking(move || floor::DiskFloor::measure(&dir)).await {
-        Ok(Ok(floor)) => format!("disk floor in {shown}, before any server starts: {floor}"),
-        Ok(Err(error)) => format!("disk floor in {shown}: not measured ({error})"),
+    let measured = tokio::task::spawn_blocking(move || floor::DiskFloor::measure(&dir))
+        .await
+        .map_err(|error| error.to_string())
+        .and_then(|floor| floor.map_err(|error| error.to_string()));
+    match measured {
+        Ok(floor) => format!("disk floor in {shown}, before any server starts: {floor}"),
         Err(error) => format!("disk floor in {shown}: not measured ({error})"),
     }
 }

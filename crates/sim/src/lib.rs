@@ -6,8 +6,9 @@
 //! torn writes, durable epochs, truncations and snapshots) and a simulated clock, with clients
 //! submitting commands and servers crashing and restarting at any point, even halfway through
 //! a batch of actions, or stopping for a while (as SIGSTOP or a long pause would: their
-//! inputs wait, in order, until they resume). A fault phase is followed by a liveness phase: everything heals and
-//! restarts, and the ensemble must elect a leader, acknowledge new commands and converge.
+//! inputs wait, in order, until they resume). A fault phase is followed by a liveness phase:
+//! everything heals and restarts, and the ensemble must elect a leader, acknowledge new
+//! commands and converge.
 //! The checkers are described in [`checker`].
 //!
 //! That is [`Mode::Zab`]. In [`Mode::Core`] each server also runs the real front end
