@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from kazoo.client import KazooClient
 
 from test_kazoo_support import (  # noqa: F401  (fixtures)
     SERVER_MODES,
@@ -143,6 +144,43 @@ def test_mntr_starts_with_version_and_state_and_counts_nodes_ephemerals_and_watc
     assert int(mntr_value(shared_server, "zk_watch_count")) == watches + 1
     client.stop()
     assert int(mntr_value(shared_server, "zk_ephemerals_count")) == ephemerals
+
+
+FSYNC_TIME_KEYS = ("zk_avg_fsynctime", "zk_min_fsynctime", "zk_max_fsynctime", "zk_cnt_fsynctime",
+                   "zk_sum_fsynctime")
+
+
+def fsync_times(server):
+    values = dict(mntr(server))
+    return {key: values[key] for key in FSYNC_TIME_KEYS}
+
+
+def test_mntr_counts_every_log_sync_in_fsynctime_and_srst_starts_it_over(server_factory):
+    """ZooKeeper's fsynctime counter: every write is synced to the log before it is acknowledged,
+    so a session's synchronous creates add syncs; srst resets the counter with the other server
+    statistics. Times are milliseconds; the average may have a fraction."""
+    server = server_factory()
+    client = KazooClient(hosts=f"127.0.0.1:{server.port}")
+    client.start()
+    try:
+        before = fsync_times(server)
+        for index in range(20):
+            client.create(f"/fsync-{index}", b"v")
+        after = fsync_times(server)
+        # A follower may make two of them durable in one sync; never many more.
+        assert int(after["zk_cnt_fsynctime"]) >= int(before["zk_cnt_fsynctime"]) + 10, (before, after)
+        assert float(after["zk_avg_fsynctime"]) >= 0
+        assert 0 <= int(after["zk_min_fsynctime"]) <= int(after["zk_max_fsynctime"])
+        assert int(after["zk_sum_fsynctime"]) >= int(after["zk_max_fsynctime"])
+
+        assert server.four_letter("srst") == "Server stats reset.\n"
+        reset = fsync_times(server)
+        assert int(reset["zk_cnt_fsynctime"]) < 10, reset
+        client.create("/fsync-after-reset", b"v")
+        assert int(fsync_times(server)["zk_cnt_fsynctime"]) >= int(reset["zk_cnt_fsynctime"]) + 1
+    finally:
+        client.stop()
+        client.close()
 
 
 def test_wchs_wchc_and_wchp_report_watches_by_connection_and_path(zk_factory, shared_server, base):

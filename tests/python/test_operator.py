@@ -89,6 +89,18 @@ def value(families, sample_name, **labels):
     return found[0]
 
 
+def create_nodes(server, prefix, count):
+    """Creates nodes prefix0 .. prefix{count-1} through a session of their own, closed after."""
+    zk = KazooClient(hosts=server.hosts, timeout=10)
+    zk.start()
+    try:
+        for index in range(count):
+            zk.create(f"{prefix}{index}", b"v")
+    finally:
+        zk.stop()
+        zk.close()
+
+
 @pytest.fixture
 def admin_server(server_factory):
     port = free_port()
@@ -165,17 +177,30 @@ def test_metrics_parse_and_move_with_client_operations(admin_server, client):
     assert_histograms_are_consistent(after)
 
 
+def test_every_log_sync_is_timed_and_one_over_the_warning_threshold_is_counted_and_logged(server_factory):
+    """fsync.warningthresholdms=0: every sync exceeds it. Each is counted (admin srvr's
+    fsync_threshold_exceed_count, zoolog_log_slow_fsyncs_total) and logged as a warning, and the
+    sync histogram, ZooKeeper's fsynctime summary and the sync counter all count every sync."""
+    port = free_port()
+    server = server_factory("admin.enableServer=true", f"admin.serverPort={port}",
+                            "fsync.warningthresholdms=0")
+    create_nodes(server, "/slow-", 10)
+    exceeded = command(port, "srvr")["server_stats"]["fsync_threshold_exceed_count"]
+    assert exceeded >= 10
+    families = scrape(port)
+    syncs = value(families, "zoolog_log_fsyncs_total")
+    assert value(families, "zoolog_log_slow_fsyncs_total") >= 10
+    assert value(families, "zoolog_log_fsync_duration_seconds_count") == syncs
+    assert value(families, "fsynctime_count") == syncs
+    assert value(families, "fsynctime_sum") == pytest.approx(
+        value(families, "zoolog_log_fsync_duration_seconds_sum") * 1000)
+    assert server.log_text().count("took longer than fsync.warningthresholdms") >= 10
+
+
 def test_snapshot_metrics_after_a_snapshot(server_factory):
     port = free_port()
     server = server_factory("admin.enableServer=true", f"admin.serverPort={port}", "snapCount=10")
-    zk = KazooClient(hosts=server.hosts, timeout=10)
-    zk.start()
-    try:
-        for i in range(40):
-            zk.create(f"/s{i}", b"v")
-    finally:
-        zk.stop()
-        zk.close()
+    create_nodes(server, "/s", 40)
     deadline = time.time() + 10
     while True:
         families = scrape(port)

@@ -25,6 +25,7 @@
 
 mod error;
 mod fsutil;
+mod fsync_stats;
 mod limits;
 mod record;
 mod recovery;
@@ -34,6 +35,7 @@ mod single;
 mod snapshot;
 
 pub use error::{AppendError, LogError};
+pub use fsync_stats::{FsyncTimes, FSYNC_BUCKET_BOUNDS_US, FSYNC_WARNING_THRESHOLD_MS_DEFAULT};
 pub use limits::WalLimits;
 pub use replica::{
     Durable, ReplicaEntry, ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,

@@ -21,6 +21,9 @@ pub struct WalLimits {
     pub batch_bytes_max: usize,
     /// ZooKeeper's autopurge.snapRetainCount (at least [`crate::SNAPSHOTS_RETAINED_MIN`]).
     pub snapshots_retained: usize,
+    /// ZooKeeper's `fsync.warningthresholdms`: a sync slower than this is logged as a
+    /// warning and counted in [`crate::FsyncTimes::slow_count`].
+    pub fsync_warning_threshold_ms: u64,
 }
 
 impl Default for WalLimits {
@@ -33,6 +36,7 @@ impl Default for WalLimits {
             batch_entries_max: 1024,
             batch_bytes_max: 8 * MIB,
             snapshots_retained: 3,
+            fsync_warning_threshold_ms: crate::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
         }
     }
 }

@@ -40,12 +40,12 @@ use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
 use crate::fsutil::{create_and_lock_dirs, fsync_dir, remove_file, DirLock};
+use crate::fsync_stats::FsyncStats;
 use crate::limits::WalLimits;
 use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::segment_file_name;
 use crate::segment::{
-    list_segments, purge_segments, recover_wal, truncate_file, ActiveSegment, FsyncStats,
-    SegmentWriter,
+    list_segments, purge_segments, recover_wal, truncate_file, ActiveSegment, SegmentWriter,
 };
 use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{LogStats, Position};
@@ -225,7 +225,10 @@ impl ReplicaLog {
             SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
         let snapshot = snapshots.load_newest_valid()?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
+            ..Shared::default()
+        });
         let (recovered_tail, mut last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
         if recovered_tail.wal_last_position < snapshot_position && last_segment.is_some() {
             // An install that crashed after saving its snapshot, or a snapshot of entries
@@ -544,16 +547,16 @@ impl ReplicaLog {
     }
 
     /// `entries_committed` and `batches_committed` count entries and batches made durable.
+    /// Starts the count, sum and extremes of [`crate::FsyncTimes`]'s window over (`srst`).
+    pub fn reset_fsync_window(&self) {
+        self.shared.fsync.reset_window();
+    }
+
     pub fn stats(&self) -> LogStats {
         LogStats {
             entries_committed: self.shared.entries_durable.load(Ordering::Relaxed),
             batches_committed: self.shared.batches_durable.load(Ordering::Relaxed),
-            fsyncs: self.shared.fsync.fsyncs.load(Ordering::Relaxed),
-            last_fsync_duration_us: self
-                .shared
-                .fsync
-                .last_fsync_duration_us
-                .load(Ordering::Relaxed),
+            fsync: self.shared.fsync.times(),
         }
     }
 
@@ -680,7 +683,7 @@ fn remove_all_segments(wal_dir: &Path, stats: &FsyncStats) -> Result<(), LogErro
     for first_position in first_positions.iter().rev() {
         remove_file(&wal_dir.join(segment_file_name(*first_position)))?;
     }
-    stats.timed_fsync(|| fsync_dir(wal_dir))
+    stats.timed_fsync(&wal_dir.display(), || fsync_dir(wal_dir))
 }
 
 fn encode_epochs(epochs: ReplicaEpochs) -> [u8; EPOCHS_FILE_BYTES] {
@@ -748,13 +751,13 @@ fn write_epochs(wal_dir: &Path, epochs: ReplicaEpochs, stats: &FsyncStats) -> Re
     let mut file = File::create(&tmp_path).context(|| format!("create {}", tmp_path.display()))?;
     file.write_all(&encode_epochs(epochs))
         .context(|| format!("write {}", tmp_path.display()))?;
-    stats.timed_fsync(|| {
+    stats.timed_fsync(&tmp_path.display(), || {
         file.sync_all()
             .context(|| format!("fsync {}", tmp_path.display()))
     })?;
     fs::rename(&tmp_path, &path)
         .context(|| format!("rename {} to {}", tmp_path.display(), path.display()))?;
-    stats.timed_fsync(|| fsync_dir(wal_dir))
+    stats.timed_fsync(&wal_dir.display(), || fsync_dir(wal_dir))
 }
 
 /// The one thread that writes the replica's WAL and epochs, in queue order.
@@ -907,7 +910,9 @@ impl Writer {
                 break;
             }
             remove_file(&wal_dir.join(segment_file_name(first_position)))?;
-            self.shared.fsync.timed_fsync(|| fsync_dir(&wal_dir))?;
+            self.shared
+                .fsync
+                .timed_fsync(&wal_dir.display(), || fsync_dir(&wal_dir))?;
         }
         let holding = first_positions
             .iter()
@@ -932,7 +937,7 @@ impl Writer {
                 let end = payload.end as u64;
                 self.shared
                     .fsync
-                    .timed_fsync(|| truncate_file(&path, end))?;
+                    .timed_fsync(&path.display(), || truncate_file(&path, end))?;
                 ActiveSegment::open_existing(&wal_dir, first_position, end)?
             }
             // Every segment started after `after`: those entries live only in a snapshot.

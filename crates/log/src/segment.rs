@@ -19,37 +19,18 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
+use crate::fsync_stats::FsyncStats;
 use crate::record::{encode_record_parts, encoded_len};
 use crate::recovery::{
     first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
     segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
 };
 use crate::Position;
-
-/// Fsync counters the writers publish for [`crate::LogStats`].
-#[derive(Debug, Default)]
-pub(crate) struct FsyncStats {
-    pub fsyncs: AtomicU64,
-    pub last_fsync_duration_us: AtomicU64,
-}
-
-impl FsyncStats {
-    pub fn timed_fsync(&self, sync: impl FnOnce() -> Result<(), LogError>) -> Result<(), LogError> {
-        let started = Instant::now();
-        sync()?;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.last_fsync_duration_us.store(micros, Ordering::Relaxed);
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
 
 /// First positions of the segment files in `wal_dir`, sorted.
 pub(crate) fn list_segments(wal_dir: &Path) -> Result<Vec<Position>, LogError> {
@@ -231,7 +212,7 @@ impl ActiveSegment {
             None => OpenOptions::new().append(true).create_new(true).open(&path),
         }
         .context(|| format!("create segment {}", path.display()))?;
-        stats.timed_fsync(|| fsync_dir(wal_dir))?;
+        stats.timed_fsync(&wal_dir.display(), || fsync_dir(wal_dir))?;
         Ok(ActiveSegment {
             file,
             path,
@@ -317,7 +298,7 @@ impl SegmentWriter {
             .write_all(&self.buffer)
             .context(|| format!("write {}", path.display()))?;
         let file = &self.segment.file;
-        stats.timed_fsync(|| {
+        stats.timed_fsync(&path.display(), || {
             file.sync_data()
                 .context(|| format!("fdatasync {}", path.display()))
         })?;

@@ -18,10 +18,11 @@ use tokio::sync::mpsc;
 
 use crate::error::{AppendError, IoContext, LogError};
 use crate::fsutil::{create_and_lock_dirs, DirLock};
+use crate::fsync_stats::{FsyncStats, FsyncTimes};
 use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::RecoveredTail;
-use crate::segment::{purge_segments, recover_wal, ActiveSegment, FsyncStats, SegmentWriter};
+use crate::segment::{purge_segments, recover_wal, ActiveSegment, SegmentWriter};
 use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{CommittedBatch, OrderingLayer, Position};
 
@@ -83,8 +84,7 @@ pub struct LogStats {
     pub entries_committed: u64,
     pub batches_committed: u64,
     /// Every fsync and fdatasync the writer issued, of segments and of the WAL directory.
-    pub fsyncs: u64,
-    pub last_fsync_duration_us: u64,
+    pub fsync: FsyncTimes,
 }
 
 /// State the writer thread publishes and appenders read.
@@ -152,7 +152,10 @@ impl SingleLog {
             );
         }
 
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
+            ..Shared::default()
+        });
         shared
             .committed_position
             .store(committed_position, Ordering::Release);
@@ -185,16 +188,16 @@ impl SingleLog {
         Ok((log, Recovered { snapshot, tail }, committed_rx))
     }
 
+    /// Starts the count, sum and extremes of [`FsyncTimes`]'s window over (`srst`).
+    pub fn reset_fsync_window(&self) {
+        self.shared.fsync.reset_window();
+    }
+
     pub fn stats(&self) -> LogStats {
         LogStats {
             entries_committed: self.shared.entries_committed.load(Ordering::Relaxed),
             batches_committed: self.shared.batches_committed.load(Ordering::Relaxed),
-            fsyncs: self.shared.fsync.fsyncs.load(Ordering::Relaxed),
-            last_fsync_duration_us: self
-                .shared
-                .fsync
-                .last_fsync_duration_us
-                .load(Ordering::Relaxed),
+            fsync: self.shared.fsync.times(),
         }
     }
 

@@ -39,7 +39,7 @@ fn appends_complete_in_order_and_recover() {
     assert_eq!(log.last_position(), 100);
     let stats = log.stats();
     assert_eq!(stats.entries_committed, 100);
-    assert!(stats.fsyncs >= stats.batches_committed, "{stats:?}");
+    assert!(stats.fsync.count >= stats.batches_committed, "{stats:?}");
     assert!(segment_files(&config.wal_dir).len() > 1, "segments rolled");
     drop(log);
 

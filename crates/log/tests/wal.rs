@@ -26,7 +26,7 @@ fn entries_commit_in_append_order_with_consecutive_positions() {
     assert_eq!(stats.entries_committed, 200);
     assert!(stats.batches_committed >= 1 && stats.batches_committed <= 200);
     assert!(
-        stats.fsyncs >= stats.batches_committed,
+        stats.fsync.count >= stats.batches_committed,
         "every batch is fsynced: {stats:?}"
     );
 }
@@ -282,7 +282,7 @@ fn many_concurrent_appenders_share_fsyncs() {
     let stats = log.stats();
     assert_eq!(stats.entries_committed, total as u64);
     assert!(
-        stats.fsyncs < total as u64 / 10,
+        stats.fsync.count < total as u64 / 10,
         "{total} appends took {stats:?}"
     );
 

@@ -263,7 +263,10 @@ fn server_stats(view: &View<'_>, dirs: &DirSizes) -> Fields {
     let server_stats = Json::object([
         ("packets_sent", Json::count(stats.packets_sent)),
         ("packets_received", Json::count(stats.packets_received)),
-        ("fsync_threshold_exceed_count", Json::Int(0)),
+        (
+            "fsync_threshold_exceed_count",
+            Json::count(view.log.fsync.slow_count),
+        ),
         ("client_response_stats", client_response()),
         ("max_latency", Json::count(stats.latency.max_ms)),
         ("min_latency", Json::count(stats.latency.min_ms)),

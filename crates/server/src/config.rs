@@ -42,6 +42,7 @@
 //! | `autopurge.purgeInterval` | `purge_interval_hours` |
 //! | `snapCount`, `zookeeper.snapCount` (values below 2 become 2) | `entries_per_snapshot` |
 //! | `snapSizeLimitInKb`, `zookeeper.snapSizeLimitInKb` (0 or less: no limit; default 512 MiB, not ZooKeeper's 4 GiB, since an ensemble member holds the entries since its last snapshot in memory) | `log_bytes_per_snapshot` |
+//! | `fsync.warningthresholdms`, `zookeeper.fsync.warningthresholdms` (≥ 0; default 1000) | `fsync_warning_threshold_ms` |
 //! | `4lw.commands.whitelist`, `zookeeper.4lw.commands.whitelist` | `four_letter_words` |
 //! | `reconfigEnabled` | `reconfig_enabled` |
 //! | `globalOutstandingLimit`, `zookeeper.globalOutstandingLimit` | `outstanding_requests_per_connection_max` |
@@ -142,6 +143,8 @@ pub struct ServerConfig {
     pub entries_per_snapshot: u64,
     /// snapSizeLimitInKb, in bytes: log bytes between snapshots (None: no limit).
     pub log_bytes_per_snapshot: Option<u64>,
+    /// fsync.warningthresholdms: a log sync slower than this is logged and counted.
+    pub fsync_warning_threshold_ms: u64,
     /// myid from dataDir (1 in standalone when absent, as ZooKeeper's standalone session ids).
     pub server_id: u8,
     /// zookeeper.DigestAuthenticationProvider.superDigest: "super:<base64 sha1>".
@@ -293,6 +296,7 @@ impl Default for ServerConfig {
             purge_interval_hours: 0,
             entries_per_snapshot: 100_000,
             log_bytes_per_snapshot: Some(LOG_BYTES_PER_SNAPSHOT_DEFAULT),
+            fsync_warning_threshold_ms: zoolog_log::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
             server_id: 1,
             super_digest: None,
             extended_types_enabled: false,
@@ -336,6 +340,7 @@ impl ServerConfig {
             entry_bytes_max,
             queue_bytes_max: defaults.queue_bytes_max.max(entry_bytes_max),
             snapshots_retained: self.snapshots_retained,
+            fsync_warning_threshold_ms: self.fsync_warning_threshold_ms,
             ..defaults
         }
     }
@@ -969,6 +974,7 @@ enum Setting {
     PurgeInterval,
     SnapCount,
     SnapSizeLimit,
+    FsyncWarningThreshold,
     FourLetterWords,
     ReconfigEnabled,
     GlobalOutstandingLimit,
@@ -1015,6 +1021,11 @@ const SETTINGS: &[(&str, Setting)] = &[
     ("zookeeper.snapCount", Setting::SnapCount),
     ("snapSizeLimitInKb", Setting::SnapSizeLimit),
     ("zookeeper.snapSizeLimitInKb", Setting::SnapSizeLimit),
+    ("fsync.warningthresholdms", Setting::FsyncWarningThreshold),
+    (
+        "zookeeper.fsync.warningthresholdms",
+        Setting::FsyncWarningThreshold,
+    ),
     ("4lw.commands.whitelist", Setting::FourLetterWords),
     ("zookeeper.4lw.commands.whitelist", Setting::FourLetterWords),
     ("reconfigEnabled", Setting::ReconfigEnabled),
@@ -1295,6 +1306,9 @@ impl Builder {
             Setting::SnapSizeLimit => {
                 let kib = int(i64::MIN, i64::MAX / 1024)?;
                 c.log_bytes_per_snapshot = (kib > 0).then(|| kib as u64 * 1024);
+            }
+            Setting::FsyncWarningThreshold => {
+                c.fsync_warning_threshold_ms = int(0, i64::MAX)? as u64
             }
             Setting::FourLetterWords => {
                 c.four_letter_words = parse_four_letter_words(value, origin, key)

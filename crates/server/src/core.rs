@@ -508,6 +508,7 @@ impl Core {
             trace_mask: self.trace_mask,
             role: self.role,
             leader_report: crate::ensemble::LeaderReport::default(),
+            log: zoolog_log::LogStats::default(),
         }
     }
 

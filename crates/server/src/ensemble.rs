@@ -304,6 +304,10 @@ impl Ensemble {
         })
     }
 
+    pub fn reset_fsync_window(&self) {
+        self.replica.reset_fsync_window();
+    }
+
     pub fn stats(&self) -> LogStats {
         self.replica.stats()
     }

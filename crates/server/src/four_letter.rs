@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
+use zoolog_log::{FsyncTimes, LogStats};
 use zoolog_proto::OpCode;
 use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
@@ -51,6 +52,9 @@ pub struct View<'a> {
     /// The ensemble's picture of this server as a leader (empty when it does not lead, or
     /// runs standalone); the core does not know it, its caller fills it in.
     pub leader_report: LeaderReport,
+    /// The ordering layer's log (its syncs' times); filled in by the caller, like
+    /// `leader_report`.
+    pub log: LogStats,
 }
 
 impl View<'_> {
@@ -333,7 +337,7 @@ pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
 
 fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
     let latency = &view.stats.latency;
-    vec![
+    let mut values = vec![
         ("version", Json::str(full_version())),
         ("server_state", Json::str(view.mode_name())),
         ("avg_latency", Json::Float(latency.average_ms())),
@@ -361,6 +365,26 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("global_sessions", Json::count(view.sessions.len())),
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
+    ];
+    values.extend(fsync_time_values(&view.log.fsync));
+    values
+}
+
+/// ZooKeeper's `fsynctime` counter: the log's syncs since the start or the last `srst`, in
+/// milliseconds. ZooKeeper times its syncs in whole milliseconds; zoolog in microseconds, so
+/// the average keeps a fraction where ZooKeeper's would read 0.
+fn fsync_time_values(fsync: &FsyncTimes) -> [(&'static str, Json); 5] {
+    let ms = |us: u64| Json::count(us / 1000);
+    let average_ms = match fsync.window_count {
+        0 => 0.0,
+        count => fsync.window_total_us as f64 / 1e3 / count as f64,
+    };
+    [
+        ("avg_fsynctime", Json::Float(average_ms)),
+        ("min_fsynctime", ms(fsync.window_min_us)),
+        ("max_fsynctime", ms(fsync.window_max_us)),
+        ("cnt_fsynctime", Json::count(fsync.window_count)),
+        ("sum_fsynctime", ms(fsync.window_total_us)),
     ]
 }
 

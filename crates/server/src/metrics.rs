@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use zoolog_log::LogStats;
+use zoolog_log::{FsyncTimes, FSYNC_BUCKET_BOUNDS_US};
 use zoolog_proto::OpCode;
 
 use crate::four_letter::View;
 
-/// Upper bounds, in microseconds, of request and fsync latency buckets (100 µs to 10 s).
+/// Upper bounds, in microseconds, of request latency buckets (100 µs to 10 s); the log's
+/// sync buckets are its own ([`FSYNC_BUCKET_BOUNDS_US`]).
 const LATENCY_BOUNDS_US: &[u64] = &[
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000, 2_500_000, 5_000_000, 10_000_000,
@@ -71,14 +72,22 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.count
     }
+
+    /// The log's sync times, every sync counted where the log timed it.
+    fn of_fsyncs(fsync: &FsyncTimes) -> Histogram {
+        Histogram {
+            bounds_us: &FSYNC_BUCKET_BOUNDS_US,
+            counts: fsync.bucket_counts.to_vec(),
+            sum_us: fsync.total_us,
+            count: fsync.count,
+        }
+    }
 }
 
 /// What the core and its driver record between scrapes.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     request_latency: BTreeMap<&'static str, Histogram>,
-    fsync_duration: Histogram,
-    fsyncs_sampled: u64,
     snapshot_duration: Histogram,
     last_snapshot: Option<SnapshotRecord>,
 }
@@ -96,8 +105,6 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             request_latency: BTreeMap::new(),
-            fsync_duration: Histogram::new(LATENCY_BOUNDS_US),
-            fsyncs_sampled: 0,
             snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
             last_snapshot: None,
         }
@@ -111,16 +118,6 @@ impl Metrics {
             .entry(operation_label(opcode))
             .or_insert_with(|| Histogram::new(LATENCY_BOUNDS_US))
             .record(latency_us);
-    }
-
-    /// Samples the log's latest fsync duration when fsyncs happened since the last call. The log
-    /// publishes only the last duration, so this records at most one observation per call
-    /// (the driver calls it once per committed batch); the exact count is `LogStats::fsyncs`.
-    pub fn sample_log(&mut self, stats: &LogStats) {
-        if stats.fsyncs > self.fsyncs_sampled {
-            self.fsyncs_sampled = stats.fsyncs;
-            self.fsync_duration.record(stats.last_fsync_duration_us);
-        }
     }
 
     pub fn record_snapshot(&mut self, snapshot: SnapshotRecord, duration_us: u64) {
@@ -178,7 +175,8 @@ pub fn operation_label(opcode: OpCode) -> &'static str {
 }
 
 /// The metric families of one scrape, in text exposition format 0.0.4.
-pub fn render(view: &View<'_>, log: &LogStats) -> String {
+pub fn render(view: &View<'_>) -> String {
+    let log = &view.log;
     let mut out = Exposition::default();
     let stats = view.stats;
     for (name, help, value) in [
@@ -294,7 +292,12 @@ pub fn render(view: &View<'_>, log: &LogStats) -> String {
         (
             "zoolog_log_fsyncs_total",
             "fsync and fdatasync calls of the log writer.",
-            log.fsyncs,
+            log.fsync.count,
+        ),
+        (
+            "zoolog_log_slow_fsyncs_total",
+            "Log syncs slower than fsync.warningthresholdms (each also logged as a warning).",
+            log.fsync.slow_count,
         ),
         (
             "zoolog_log_entries_committed_total",
@@ -321,14 +324,22 @@ pub fn render(view: &View<'_>, log: &LogStats) -> String {
     }
     out.family(
         "zoolog_log_fsync_duration_seconds",
-        "Duration of log fsyncs, sampled once per committed batch.",
+        "Duration of every fsync and fdatasync of the log.",
         "histogram",
     );
     out.histogram(
         "zoolog_log_fsync_duration_seconds",
         &[],
-        &metrics.fsync_duration,
+        &Histogram::of_fsyncs(&log.fsync),
     );
+    // ZooKeeper's own name and unit (milliseconds), so that its dashboards find it.
+    out.family(
+        "fsynctime",
+        "Time to fsync the transaction log, in milliseconds.",
+        "summary",
+    );
+    out.sample("fsynctime_sum", &[], log.fsync.total_us as f64 / 1e3);
+    out.sample("fsynctime_count", &[], log.fsync.count as f64);
     out.family(
         "zoolog_snapshot_duration_seconds",
         "Time to encode and durably write a snapshot.",
@@ -467,20 +478,26 @@ mod tests {
     }
 
     #[test]
-    fn fsyncs_are_sampled_once_per_new_fsync_count() {
-        let mut metrics = Metrics::default();
-        let stats = |fsyncs, last_us| LogStats {
-            entries_committed: 0,
-            batches_committed: 0,
-            fsyncs,
-            last_fsync_duration_us: last_us,
+    fn the_fsync_histogram_is_the_logs_buckets_with_the_log_bounds() {
+        let mut fsync = FsyncTimes {
+            count: 3,
+            total_us: 1_300,
+            ..FsyncTimes::default()
         };
-        metrics.sample_log(&stats(0, 0));
-        metrics.sample_log(&stats(2, 700));
-        metrics.sample_log(&stats(2, 700));
-        metrics.sample_log(&stats(3, 90));
-        assert_eq!(metrics.fsync_duration.count(), 2);
-        assert_eq!(metrics.fsync_duration.sum_us, 790);
+        fsync.bucket_counts[2] = 2; // (50, 100] µs
+        fsync.bucket_counts[5] = 1; // (500, 1000] µs
+        let mut out = Exposition::default();
+        out.histogram("f_seconds", &[], &Histogram::of_fsyncs(&fsync));
+        for line in [
+            "f_seconds_bucket{le=\"0.00005\"} 0\n",
+            "f_seconds_bucket{le=\"0.0001\"} 2\n",
+            "f_seconds_bucket{le=\"0.001\"} 3\n",
+            "f_seconds_bucket{le=\"+Inf\"} 3\n",
+            "f_seconds_sum 0.0013\n",
+            "f_seconds_count 3\n",
+        ] {
+            assert!(out.text.contains(line), "{line} in {}", out.text);
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use zoolog_tree::{ConnectionId, DataTree};
 
 use crate::admin;
 use crate::config::ServerConfig;
-use crate::core::{Core, Input, Now, Output};
+use crate::core::{Core, Input, Now, OperatorAction, Output};
 use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, Started};
 use crate::four_letter::{self, DirSizes};
 use crate::http;
@@ -209,6 +209,13 @@ impl OrderingLog {
         match self {
             OrderingLog::Single(log) => log.stats(),
             OrderingLog::Ensemble(ensemble) => ensemble.stats(),
+        }
+    }
+
+    fn reset_fsync_window(&self) {
+        match self {
+            OrderingLog::Single(log) => log.reset_fsync_window(),
+            OrderingLog::Ensemble(ensemble) => ensemble.reset_fsync_window(),
         }
     }
 
@@ -526,7 +533,6 @@ impl CoreTask {
     fn fed(&mut self, fed: Fed) {
         match fed {
             Fed::Entries(entries) | Fed::Delivery(Delivery::Committed(entries)) => {
-                self.core.metrics.sample_log(&self.ordering.stats());
                 for (position, entry) in entries {
                     self.input(Input::Committed {
                         position: position as i64,
@@ -609,7 +615,7 @@ impl CoreTask {
     fn operator_query(&mut self, query: OperatorQuery) -> http::Response {
         match query {
             OperatorQuery::Metrics => {
-                let text = metrics::render(&self.view(), &self.ordering.stats());
+                let text = metrics::render(&self.view());
                 http::Response::ok(PROMETHEUS_CONTENT_TYPE, text)
             }
             OperatorQuery::Command { name, args } => {
@@ -617,7 +623,7 @@ impl CoreTask {
                     None => admin::unknown(&name),
                     Some(primary) => {
                         if let Some(action) = admin::action(primary, &args) {
-                            self.core.operate(action);
+                            self.operate(action);
                         }
                         admin::run(primary, &args, &self.view(), &self.dir_sizes())
                     }
@@ -631,7 +637,17 @@ impl CoreTask {
     fn view(&self) -> four_letter::View<'_> {
         let mut view = self.core.view();
         view.leader_report = self.ordering.leader_report();
+        view.log = self.ordering.stats();
         view
+    }
+
+    /// `srst` also starts the log's sync-time window over, as ZooKeeper resets its
+    /// `fsynctime` with the server statistics.
+    fn operate(&mut self, action: OperatorAction) {
+        if matches!(action, OperatorAction::ResetServerStats) {
+            self.ordering.reset_fsync_window();
+        }
+        self.core.operate(action);
     }
 
     fn dir_sizes(&self) -> DirSizes {
@@ -713,7 +729,7 @@ impl CoreTask {
     fn four_letter_word(&mut self, connection: ConnectionId, word: &str, argument: Option<i64>) {
         let text = if self.config.four_letter_word_enabled(word) {
             if let Some(action) = four_letter::action(word, argument) {
-                self.core.operate(action);
+                self.operate(action);
             }
             four_letter::answer(word, &self.view(), &self.dir_sizes())
         } else {

@@ -212,6 +212,7 @@ fn full_zoo_cfg_with_every_key() {
          autopurge.purgeInterval=24\r\n\
          snapCount=50000\r\n\
          snapSizeLimitInKb=1048576\r\n\
+         fsync.warningthresholdms=250\r\n\
          4lw.commands.whitelist=srvr, ruok,stat mntr\r\n\
          reconfigEnabled=false\r\n\
          globalOutstandingLimit=2000\r\n\
@@ -250,6 +251,7 @@ fn full_zoo_cfg_with_every_key() {
         purge_interval_hours: 24,
         entries_per_snapshot: 50000,
         log_bytes_per_snapshot: Some(1 << 30),
+        fsync_warning_threshold_ms: 250,
         server_id: 1,
         super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
         extended_types_enabled: true,
