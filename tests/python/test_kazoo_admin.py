@@ -146,38 +146,48 @@ def test_mntr_starts_with_version_and_state_and_counts_nodes_ephemerals_and_watc
     assert int(mntr_value(shared_server, "zk_ephemerals_count")) == ephemerals
 
 
-FSYNC_TIME_KEYS = ("zk_avg_fsynctime", "zk_min_fsynctime", "zk_max_fsynctime", "zk_cnt_fsynctime",
-                   "zk_sum_fsynctime")
+SUMMARY_FIELDS = ("avg", "min", "max", "cnt", "sum")
 
 
-def fsync_times(server):
+def summaries(server, *names):
+    """ZooKeeper's AvgMinMaxCounters in mntr (zk_avg_NAME ... zk_sum_NAME, milliseconds), by name."""
     values = dict(mntr(server))
-    return {key: values[key] for key in FSYNC_TIME_KEYS}
+    return {name: {field: float(values[f"zk_{field}_{name}"]) for field in SUMMARY_FIELDS} for name in names}
 
 
-def test_mntr_counts_every_log_sync_in_fsynctime_and_srst_starts_it_over(server_factory):
-    """ZooKeeper's fsynctime counter: every write is synced to the log before it is acknowledged,
-    so a session's synchronous creates add syncs; srst resets the counter with the other server
-    statistics. Times are milliseconds; the average may have a fraction."""
-    server = server_factory()
+def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_starts_them_over(server_factory):
+    """ZooKeeper's fsynctime, readlatency, updatelatency and snapshottime counters: every write is
+    synced before it is acknowledged, a create is an update and a getData a read, and snapCount=10
+    makes 40 creates take snapshots; srst resets the counters with the other server statistics.
+    Times are milliseconds; an average may have a fraction."""
+    names = ("fsynctime", "readlatency", "updatelatency", "snapshottime")
+    server = server_factory("snapCount=10")
     client = KazooClient(hosts=f"127.0.0.1:{server.port}")
     client.start()
     try:
-        before = fsync_times(server)
-        for index in range(20):
-            client.create(f"/fsync-{index}", b"v")
-        after = fsync_times(server)
-        # A follower may make two of them durable in one sync; never many more.
-        assert int(after["zk_cnt_fsynctime"]) >= int(before["zk_cnt_fsynctime"]) + 10, (before, after)
-        assert float(after["zk_avg_fsynctime"]) >= 0
-        assert 0 <= int(after["zk_min_fsynctime"]) <= int(after["zk_max_fsynctime"])
-        assert int(after["zk_sum_fsynctime"]) >= int(after["zk_max_fsynctime"])
+        before = summaries(server, *names)
+        for index in range(40):
+            client.create(f"/summary-{index}", b"v")
+            client.get(f"/summary-{index}")
+        wait_for(lambda: summaries(server, "snapshottime")["snapshottime"]["cnt"] >= 1)
+        after = summaries(server, *names)
+        # A follower may make two writes durable in one sync; never many more.
+        assert after["fsynctime"]["cnt"] >= before["fsynctime"]["cnt"] + 20, (before, after)
+        assert after["updatelatency"]["cnt"] >= before["updatelatency"]["cnt"] + 40, (before, after)
+        assert after["readlatency"]["cnt"] >= before["readlatency"]["cnt"] + 40, (before, after)
+        assert after["snapshottime"]["cnt"] >= 1, after
+        for name, summary in after.items():
+            # zoolog truncates min, max and sum to whole milliseconds but keeps the average's fraction.
+            assert 0 <= summary["min"] <= summary["avg"] <= summary["max"] + 1, (name, summary)
+            assert summary["max"] <= summary["sum"], (name, summary)
+        assert int(dict(mntr(server))["zk_uptime"]) > 0
 
         assert server.four_letter("srst") == "Server stats reset.\n"
-        reset = fsync_times(server)
-        assert int(reset["zk_cnt_fsynctime"]) < 10, reset
-        client.create("/fsync-after-reset", b"v")
-        assert int(fsync_times(server)["zk_cnt_fsynctime"]) >= int(reset["zk_cnt_fsynctime"]) + 1
+        reset = summaries(server, *names)
+        assert reset["updatelatency"]["cnt"] == 0 and reset["snapshottime"]["cnt"] == 0, reset
+        assert reset["fsynctime"]["cnt"] < 10 and reset["readlatency"]["cnt"] < 10, reset
+        client.create("/summary-after-reset", b"v")
+        assert summaries(server, "updatelatency")["updatelatency"]["cnt"] >= 1
     finally:
         client.stop()
         client.close()

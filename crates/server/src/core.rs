@@ -26,7 +26,7 @@ use zoolog_tree::{
 
 use crate::config::ServerConfig;
 use crate::four_letter::DEFAULT_TRACE_MASK;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SnapshotRecord};
 use crate::stats::{ConnectionStats, ServerStats};
 
 /// The clocks the driver hands in with every input: wall time stamps commands (ctime, mtime,
@@ -378,9 +378,15 @@ impl Core {
         std::mem::take(&mut self.out)
     }
 
-    /// The driver reports a snapshot written (or failed), allowing the next one.
-    pub fn snapshot_finished(&mut self) {
+    /// The driver reports a snapshot done, allowing the next one: written, with how long it
+    /// took in microseconds, or `None` when none was written (it failed, or the driver keeps
+    /// no snapshots, as the simulator).
+    pub fn snapshot_finished(&mut self, written: Option<(SnapshotRecord, u64)>) {
         self.snapshot_in_flight = false;
+        if let Some((snapshot, took_us)) = written {
+            self.metrics.record_snapshot(snapshot, took_us);
+            self.stats.snapshot_time.record(took_us);
+        }
     }
 
     /// Carries out an operator command (four-letter word or AdminServer).
@@ -1120,6 +1126,7 @@ impl Core {
         self.answer_local(connection, xid, request, identities);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
         self.metrics.record_request(opcode, latency_us);
+        self.stats.read_latency.record(latency_us);
     }
 
     fn answer_local(
@@ -1516,8 +1523,9 @@ impl Core {
         );
         state.stats.on_reply(position, self.now.monotonic_ms);
         self.stats.on_latency(state.stats.last_latency_ms);
-        self.metrics
-            .record_request(opcode, self.now.monotonic_us.saturating_sub(received_us));
+        let latency_us = self.now.monotonic_us.saturating_sub(received_us);
+        self.metrics.record_request(opcode, latency_us);
+        self.stats.update_latency.record(latency_us);
         *slot = Slot::Ready {
             bytes: framed(&bytes),
             close,

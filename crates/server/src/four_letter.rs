@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use zoolog_log::{FsyncTimes, LogStats};
+use zoolog_log::LogStats;
 use zoolog_proto::OpCode;
 use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
@@ -16,7 +16,7 @@ use crate::ensemble::{LeaderReport, LearnerReport};
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 use crate::json::Json;
 use crate::metrics::Metrics;
-use crate::stats::{ConnectionStats, ServerStats};
+use crate::stats::{ConnectionStats, ServerStats, TimeSummary};
 
 pub use zoolog_proto::ZOOKEEPER_VERSION;
 
@@ -319,6 +319,20 @@ pub fn full_version() -> String {
     )
 }
 
+/// ZooKeeper's five mntr keys of one AvgMinMaxCounter `name`, in milliseconds.
+macro_rules! summary_values {
+    ($name:literal, $summary:expr) => {{
+        let summary: TimeSummary = $summary;
+        [
+            (concat!("avg_", $name), Json::Float(summary.average_ms())),
+            (concat!("min_", $name), Json::count(summary.min_us / 1000)),
+            (concat!("max_", $name), Json::count(summary.max_us / 1000)),
+            (concat!("cnt_", $name), Json::count(summary.count)),
+            (concat!("sum_", $name), Json::count(summary.total_us / 1000)),
+        ]
+    }};
+}
+
 fn mntr(view: &View<'_>) -> String {
     monitor_values(view)
         .iter()
@@ -340,6 +354,7 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
     let mut values = vec![
         ("version", Json::str(full_version())),
         ("server_state", Json::str(view.mode_name())),
+        ("uptime", Json::count(view.now.monotonic_ms)),
         ("avg_latency", Json::Float(latency.average_ms())),
         ("max_latency", Json::count(latency.max_ms)),
         ("min_latency", Json::count(latency.min_ms)),
@@ -366,26 +381,18 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
     ];
-    values.extend(fsync_time_values(&view.log.fsync));
-    values
-}
-
-/// ZooKeeper's `fsynctime` counter: the log's syncs since the start or the last `srst`, in
-/// milliseconds. ZooKeeper times its syncs in whole milliseconds; zoolog in microseconds, so
-/// the average keeps a fraction where ZooKeeper's would read 0.
-fn fsync_time_values(fsync: &FsyncTimes) -> [(&'static str, Json); 5] {
-    let ms = |us: u64| Json::count(us / 1000);
-    let average_ms = match fsync.window_count {
-        0 => 0.0,
-        count => fsync.window_total_us as f64 / 1e3 / count as f64,
+    let fsync = &view.log.fsync;
+    let fsync_time = TimeSummary {
+        count: fsync.window_count,
+        total_us: fsync.window_total_us,
+        min_us: fsync.window_min_us,
+        max_us: fsync.window_max_us,
     };
-    [
-        ("avg_fsynctime", Json::Float(average_ms)),
-        ("min_fsynctime", ms(fsync.window_min_us)),
-        ("max_fsynctime", ms(fsync.window_max_us)),
-        ("cnt_fsynctime", Json::count(fsync.window_count)),
-        ("sum_fsynctime", ms(fsync.window_total_us)),
-    ]
+    values.extend(summary_values!("fsynctime", fsync_time));
+    values.extend(summary_values!("readlatency", view.stats.read_latency));
+    values.extend(summary_values!("updatelatency", view.stats.update_latency));
+    values.extend(summary_values!("snapshottime", view.stats.snapshot_time));
+    values
 }
 
 /// ZooKeeper's leader-only gauges (LeaderZooKeeperServer's), which other servers leave out.

@@ -599,12 +599,13 @@ impl CoreTask {
                 }
             }
             Message::SnapshotDone(written) => {
-                if let Some((snapshot, elapsed)) = written {
-                    self.core
-                        .metrics
-                        .record_snapshot(snapshot, elapsed.as_micros() as u64);
-                }
-                self.core.snapshot_finished();
+                let written = written.map(|(snapshot, elapsed)| {
+                    (
+                        snapshot,
+                        u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                    )
+                });
+                self.core.snapshot_finished(written);
             }
             Message::Operator { query, reply } => {
                 let _ = reply.send(self.operator_query(query));

@@ -2,12 +2,18 @@
 
 use zoolog_proto::OpCode;
 
-/// Server-wide request counters and latency.
+/// Server-wide request counters and latency; `srst` starts them all over.
 #[derive(Debug, Default, Clone)]
 pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
     pub latency: Latency,
+    /// Requests answered from the tree as it is (no log entry), from arrival to reply.
+    pub read_latency: TimeSummary,
+    /// Requests ordered through the log, from arrival to reply.
+    pub update_latency: TimeSummary,
+    /// Snapshots: encoding the tree and writing it durably.
+    pub snapshot_time: TimeSummary,
 }
 
 impl ServerStats {
@@ -42,6 +48,37 @@ impl Latency {
             0.0
         } else {
             self.total_ms as f64 / self.count as f64
+        }
+    }
+}
+
+/// ZooKeeper's AvgMinMaxCounter, behind mntr's `avg_`, `min_`, `max_`, `cnt_` and `sum_` keys:
+/// kept in microseconds, shown in milliseconds (ZooKeeper counts whole milliseconds, so its
+/// average of sub-millisecond times reads 0 where this one keeps the fraction).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TimeSummary {
+    pub count: u64,
+    pub total_us: u64,
+    /// 0 while `count` is.
+    pub min_us: u64,
+    pub max_us: u64,
+}
+
+impl TimeSummary {
+    pub fn record(&mut self, took_us: u64) {
+        self.min_us = match self.count {
+            0 => took_us,
+            _ => self.min_us.min(took_us),
+        };
+        self.max_us = self.max_us.max(took_us);
+        self.total_us = self.total_us.saturating_add(took_us);
+        self.count += 1;
+    }
+
+    pub fn average_ms(&self) -> f64 {
+        match self.count {
+            0 => 0.0,
+            count => self.total_us as f64 / 1e3 / count as f64,
         }
     }
 }

@@ -386,7 +386,7 @@ impl World {
                 }
                 Output::SaveSnapshot { .. } => {
                     if let Some(front) = self.nodes[idx].front.as_mut() {
-                        front.core.snapshot_finished();
+                        front.core.snapshot_finished(None);
                     }
                 }
             }
