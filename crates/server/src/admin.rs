@@ -236,12 +236,12 @@ fn connections(view: &View<'_>, brief: bool) -> Json {
                 ("last_zxid", Json::Int(stats.last_zxid)),
                 ("last_response_time", Json::count(stats.last_response_ms)),
                 ("last_latency", Json::count(stats.last_latency_ms)),
-                ("min_latency", Json::count(stats.latency.min_ms)),
+                ("min_latency", Json::count(stats.latency_ms.min)),
                 (
                     "avg_latency",
-                    Json::count(stats.latency.average_ms() as u64),
+                    Json::count(stats.latency_ms.average() as u64),
                 ),
-                ("max_latency", Json::count(stats.latency.max_ms)),
+                ("max_latency", Json::count(stats.latency_ms.max)),
             ]);
         }
         Json::object(fields)
@@ -268,9 +268,9 @@ fn server_stats(view: &View<'_>, dirs: &DirSizes) -> Fields {
             Json::count(view.log.fsync.slow_count),
         ),
         ("client_response_stats", client_response()),
-        ("max_latency", Json::count(stats.latency.max_ms)),
-        ("min_latency", Json::count(stats.latency.min_ms)),
-        ("avg_latency", Json::Float(stats.latency.average_ms())),
+        ("max_latency", Json::count(stats.latency_ms.max)),
+        ("min_latency", Json::count(stats.latency_ms.min)),
+        ("avg_latency", Json::Float(stats.latency_ms.average())),
         ("outstanding_requests", Json::count(view.outstanding)),
         (
             "last_processed_zxid",

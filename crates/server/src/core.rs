@@ -385,7 +385,7 @@ impl Core {
         self.snapshot_in_flight = false;
         if let Some((snapshot, took_us)) = written {
             self.metrics.record_snapshot(snapshot, took_us);
-            self.stats.snapshot_time.record(took_us);
+            self.stats.snapshot_time_us.record(took_us);
         }
     }
 
@@ -1104,7 +1104,7 @@ impl Core {
         encode_reply(xid, zxid, result, &mut bytes);
         if let Some(state) = self.connections.get_mut(&connection) {
             state.stats.on_reply(zxid, self.now.monotonic_ms);
-            self.stats.on_latency(state.stats.last_latency_ms);
+            self.stats.latency_ms.record(state.stats.last_latency_ms);
         }
         self.write(connection, framed(&bytes), true);
         if close {
@@ -1126,7 +1126,7 @@ impl Core {
         self.answer_local(connection, xid, request, identities);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
         self.metrics.record_request(opcode, latency_us);
-        self.stats.read_latency.record(latency_us);
+        self.stats.read_latency_us.record(latency_us);
     }
 
     fn answer_local(
@@ -1522,10 +1522,10 @@ impl Core {
             &mut bytes,
         );
         state.stats.on_reply(position, self.now.monotonic_ms);
-        self.stats.on_latency(state.stats.last_latency_ms);
+        self.stats.latency_ms.record(state.stats.last_latency_ms);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
         self.metrics.record_request(opcode, latency_us);
-        self.stats.update_latency.record(latency_us);
+        self.stats.update_latency_us.record(latency_us);
         *slot = Slot::Ready {
             bytes: framed(&bytes),
             close,

@@ -16,7 +16,7 @@ use crate::ensemble::{LeaderReport, LearnerReport};
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 use crate::json::Json;
 use crate::metrics::Metrics;
-use crate::stats::{ConnectionStats, ServerStats, TimeSummary};
+use crate::stats::{ConnectionStats, ServerStats, Summary};
 
 pub use zoolog_proto::ZOOKEEPER_VERSION;
 
@@ -143,13 +143,13 @@ fn version_line() -> String {
 }
 
 fn summary(view: &View<'_>, out: &mut String) {
-    let latency = &view.stats.latency;
+    let latency_ms = &view.stats.latency_ms;
     let _ = writeln!(
         out,
         "Latency min/avg/max: {}/{:.4}/{}",
-        latency.min_ms,
-        latency.average_ms(),
-        latency.max_ms
+        latency_ms.min,
+        latency_ms.average(),
+        latency_ms.max
     );
     let _ = writeln!(out, "Received: {}", view.stats.packets_received);
     let _ = writeln!(out, "Sent: {}", view.stats.packets_sent);
@@ -255,10 +255,10 @@ fn cons(view: &View<'_>) -> String {
                 stats.last_zxid,
                 stats.last_response_ms,
                 stats.last_latency_ms,
-                stats.latency.min_ms,
+                stats.latency_ms.min,
                 // An integer, as ZooKeeper prints it and go-zookeeper parses it.
-                stats.latency.average_ms() as u64,
-                stats.latency.max_ms,
+                stats.latency_ms.average() as u64,
+                stats.latency_ms.max,
             );
         }
         out.push_str(")\n");
@@ -319,16 +319,21 @@ pub fn full_version() -> String {
     )
 }
 
-/// ZooKeeper's five mntr keys of one AvgMinMaxCounter `name`, in milliseconds.
+/// ZooKeeper's five mntr keys of the AvgMinMaxCounter `name`, in milliseconds, from a summary
+/// in microseconds. ZooKeeper counts whole milliseconds, so its average of sub-millisecond times
+/// reads 0 where this one keeps the fraction.
 macro_rules! summary_values {
-    ($name:literal, $summary:expr) => {{
-        let summary: TimeSummary = $summary;
+    ($name:literal, $summary_us:expr) => {{
+        let summary_us: Summary = $summary_us;
         [
-            (concat!("avg_", $name), Json::Float(summary.average_ms())),
-            (concat!("min_", $name), Json::count(summary.min_us / 1000)),
-            (concat!("max_", $name), Json::count(summary.max_us / 1000)),
-            (concat!("cnt_", $name), Json::count(summary.count)),
-            (concat!("sum_", $name), Json::count(summary.total_us / 1000)),
+            (
+                concat!("avg_", $name),
+                Json::Float(summary_us.average() / 1e3),
+            ),
+            (concat!("min_", $name), Json::count(summary_us.min / 1000)),
+            (concat!("max_", $name), Json::count(summary_us.max / 1000)),
+            (concat!("cnt_", $name), Json::count(summary_us.count)),
+            (concat!("sum_", $name), Json::count(summary_us.total / 1000)),
         ]
     }};
 }
@@ -350,14 +355,14 @@ pub fn monitor_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
 }
 
 fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
-    let latency = &view.stats.latency;
+    let latency_ms = &view.stats.latency_ms;
     let mut values = vec![
         ("version", Json::str(full_version())),
         ("server_state", Json::str(view.mode_name())),
         ("uptime", Json::count(view.now.monotonic_ms)),
-        ("avg_latency", Json::Float(latency.average_ms())),
-        ("max_latency", Json::count(latency.max_ms)),
-        ("min_latency", Json::count(latency.min_ms)),
+        ("avg_latency", Json::Float(latency_ms.average())),
+        ("max_latency", Json::count(latency_ms.max)),
+        ("min_latency", Json::count(latency_ms.min)),
         ("packets_received", Json::count(view.stats.packets_received)),
         ("packets_sent", Json::count(view.stats.packets_sent)),
         ("num_alive_connections", Json::count(view.connections.len())),
@@ -382,16 +387,19 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
     ];
     let fsync = &view.log.fsync;
-    let fsync_time = TimeSummary {
+    let fsync_time_us = Summary {
         count: fsync.window_count,
-        total_us: fsync.window_total_us,
-        min_us: fsync.window_min_us,
-        max_us: fsync.window_max_us,
+        total: fsync.window_total_us,
+        min: fsync.window_min_us,
+        max: fsync.window_max_us,
     };
-    values.extend(summary_values!("fsynctime", fsync_time));
-    values.extend(summary_values!("readlatency", view.stats.read_latency));
-    values.extend(summary_values!("updatelatency", view.stats.update_latency));
-    values.extend(summary_values!("snapshottime", view.stats.snapshot_time));
+    values.extend(summary_values!("fsynctime", fsync_time_us));
+    values.extend(summary_values!("readlatency", view.stats.read_latency_us));
+    values.extend(summary_values!(
+        "updatelatency",
+        view.stats.update_latency_us
+    ));
+    values.extend(summary_values!("snapshottime", view.stats.snapshot_time_us));
     values
 }
 

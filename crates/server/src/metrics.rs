@@ -228,17 +228,17 @@ pub fn render(view: &View<'_>) -> String {
         (
             "min_latency",
             "Smallest request latency since start or srst, in ms.",
-            stats.latency.min_ms as f64,
+            stats.latency_ms.min as f64,
         ),
         (
             "avg_latency",
             "Average request latency since start or srst, in ms.",
-            stats.latency.average_ms(),
+            stats.latency_ms.average(),
         ),
         (
             "max_latency",
             "Largest request latency since start or srst, in ms.",
-            stats.latency.max_ms as f64,
+            stats.latency_ms.max as f64,
         ),
         (
             "uptime",

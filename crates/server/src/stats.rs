@@ -7,78 +7,43 @@ use zoolog_proto::OpCode;
 pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
-    pub latency: Latency,
+    /// Every reply, in milliseconds (`srvr`'s min/avg/max, mntr's `*_latency`).
+    pub latency_ms: Summary,
     /// Requests answered from the tree as it is (no log entry), from arrival to reply.
-    pub read_latency: TimeSummary,
+    pub read_latency_us: Summary,
     /// Requests ordered through the log, from arrival to reply.
-    pub update_latency: TimeSummary,
+    pub update_latency_us: Summary,
     /// Snapshots: encoding the tree and writing it durably.
-    pub snapshot_time: TimeSummary,
+    pub snapshot_time_us: Summary,
 }
 
-impl ServerStats {
-    pub fn on_latency(&mut self, latency_ms: u64) {
-        self.latency.record(latency_ms);
-    }
-}
-
-/// min/avg/max of request latencies in milliseconds.
-#[derive(Debug, Default, Clone)]
-pub struct Latency {
-    pub count: u64,
-    pub total_ms: u64,
-    pub min_ms: u64,
-    pub max_ms: u64,
-}
-
-impl Latency {
-    pub fn record(&mut self, latency_ms: u64) {
-        self.min_ms = if self.count == 0 {
-            latency_ms
-        } else {
-            self.min_ms.min(latency_ms)
-        };
-        self.max_ms = self.max_ms.max(latency_ms);
-        self.total_ms += latency_ms;
-        self.count += 1;
-    }
-
-    pub fn average_ms(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.total_ms as f64 / self.count as f64
-        }
-    }
-}
-
-/// ZooKeeper's AvgMinMaxCounter, behind mntr's `avg_`, `min_`, `max_`, `cnt_` and `sum_` keys:
-/// kept in microseconds, shown in milliseconds (ZooKeeper counts whole milliseconds, so its
-/// average of sub-millisecond times reads 0 where this one keeps the fraction).
+/// Count, sum and extremes of values in one unit, which the holder's name gives: ZooKeeper's
+/// AvgMinMaxCounter, behind `srvr`'s min/avg/max and mntr's `avg_`, `min_`, `max_`, `cnt_` and
+/// `sum_` keys.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct TimeSummary {
+pub struct Summary {
     pub count: u64,
-    pub total_us: u64,
+    pub total: u64,
     /// 0 while `count` is.
-    pub min_us: u64,
-    pub max_us: u64,
+    pub min: u64,
+    pub max: u64,
 }
 
-impl TimeSummary {
-    pub fn record(&mut self, took_us: u64) {
-        self.min_us = match self.count {
-            0 => took_us,
-            _ => self.min_us.min(took_us),
+impl Summary {
+    pub fn record(&mut self, value: u64) {
+        self.min = match self.count {
+            0 => value,
+            _ => self.min.min(value),
         };
-        self.max_us = self.max_us.max(took_us);
-        self.total_us = self.total_us.saturating_add(took_us);
+        self.max = self.max.max(value);
+        self.total = self.total.saturating_add(value);
         self.count += 1;
     }
 
-    pub fn average_ms(&self) -> f64 {
+    pub fn average(&self) -> f64 {
         match self.count {
             0 => 0.0,
-            count => self.total_us as f64 / 1e3 / count as f64,
+            count => self.total as f64 / count as f64,
         }
     }
 }
@@ -95,7 +60,7 @@ pub struct ConnectionStats {
     pub last_request_ms: u64,
     pub last_response_ms: u64,
     pub last_latency_ms: u64,
-    pub latency: Latency,
+    pub latency_ms: Summary,
 }
 
 impl ConnectionStats {
@@ -110,7 +75,7 @@ impl ConnectionStats {
             last_request_ms: monotonic_ms,
             last_response_ms: 0,
             last_latency_ms: 0,
-            latency: Latency::default(),
+            latency_ms: Summary::default(),
         }
     }
 
@@ -138,6 +103,6 @@ impl ConnectionStats {
         self.last_zxid = zxid;
         self.last_response_ms = now_ms;
         self.last_latency_ms = now_ms.saturating_sub(self.last_request_ms);
-        self.latency.record(self.last_latency_ms);
+        self.latency_ms.record(self.last_latency_ms);
     }
 }
