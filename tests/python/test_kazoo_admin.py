@@ -1,9 +1,11 @@
 """kazoo end-to-end: sync, server_version() and the four-letter words kazoo's command() sends
 (fact sheet §5.9, §13, appendix). Output is checked for the shapes tools parse, not byte for byte."""
 import re
+import socket
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError
 
 from test_kazoo_support import (  # noqa: F401  (fixtures)
     SERVER_MODES,
@@ -191,6 +193,37 @@ def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_st
     finally:
         client.stop()
         client.close()
+
+
+def test_mntr_counts_connection_requests_rejections_and_auth_failures(server_factory):
+    """maxClientCnxns=1: with one client connected, a second connection from the same address is
+    closed at once (connection_rejected); a session handshake is a connection request, a
+    four-letter word is not. An addAuth refused (an unknown scheme) is not an auth_failed_count:
+    ZooKeeper counts there only the client certificates its TLS port refuses."""
+    server = server_factory("maxClientCnxns=1")
+    client = KazooClient(hosts=f"127.0.0.1:{server.port}")
+    client.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as refused:
+            assert refused.recv(1) == b"", "the server closes a connection over its limit"
+    finally:
+        client.stop()
+        client.close()
+    wait_for(lambda: int(mntr_value(server, "zk_num_alive_connections")) <= 1)
+    counts = dict(mntr(server))
+    assert int(counts["zk_connection_rejected"]) >= 1, counts
+    assert int(counts["zk_connection_request_count"]) == 1, counts
+    assert int(counts["zk_auth_failed_count"]) == 0, counts
+
+    client = KazooClient(hosts=f"127.0.0.1:{server.port}")
+    client.start()
+    try:
+        with pytest.raises(AuthFailedError):
+            client.add_auth("no-such-scheme", "x")
+    finally:
+        client.stop()
+        client.close()
+    assert int(mntr_value(server, "zk_auth_failed_count")) == 0
 
 
 def test_wchs_wchc_and_wchp_report_watches_by_connection_and_path(zk_factory, shared_server, base):

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use crate::config::ServerConfig;
 use crate::core::{OperatorAction, Role};
 use crate::ensemble::LearnerReport;
-use crate::four_letter::{self, DirSizes, View};
+use crate::four_letter::{self, DirSizes, View, TLS_AUTH_FAILURES};
 use crate::json::Json;
 
 /// Every command, primary name first, then its aliases (ZooKeeper's `Commands` table).
@@ -284,7 +284,7 @@ fn server_stats(view: &View<'_>, dirs: &DirSizes) -> Fields {
             Json::count(view.connections.len()),
         ),
         ("uptime", Json::count(view.now.monotonic_ms)),
-        ("auth_failed_count", Json::Int(0)),
+        ("auth_failed_count", Json::count(TLS_AUTH_FAILURES)),
         ("non_mtls_local_conn_count", Json::Int(0)),
         ("non_mtls_remote_conn_count", Json::Int(0)),
     ]);

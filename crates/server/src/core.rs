@@ -412,6 +412,7 @@ impl Core {
             || (total_limit != 0 && self.connections.len() >= total_limit)
         {
             tracing::warn!(%peer, from_ip, "connection refused: too many connections");
+            self.stats.connections_rejected += 1;
             self.out.push(Output::Close { connection });
             return;
         }
@@ -536,6 +537,7 @@ impl Core {
         state.read_only_flag = request.read_only;
         state.last_zxid_seen = request.last_zxid_seen;
         self.stats.packets_received += 1;
+        self.stats.connect_requests += 1;
         let timeout_ms = self.negotiated_timeout_ms(request.timeout_ms);
         if !self.role.is_serving() {
             let wants_read_only = request.read_only == Some(true);

@@ -319,6 +319,10 @@ pub fn full_version() -> String {
     )
 }
 
+/// ZooKeeper's `auth_failed_count`: it counts client certificates its TLS port refuses (an
+/// addAuth refused does not count there), and zoolog has no TLS port.
+pub const TLS_AUTH_FAILURES: u64 = 0;
+
 /// ZooKeeper's five mntr keys of the AvgMinMaxCounter `name`, in milliseconds, from a summary
 /// in microseconds. ZooKeeper counts whole milliseconds, so its average of sub-millisecond times
 /// reads 0 where this one keeps the fraction.
@@ -382,6 +386,15 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
             "max_file_descriptor_count",
             Json::count(max_file_descriptors()),
         ),
+        (
+            "connection_request_count",
+            Json::count(view.stats.connect_requests),
+        ),
+        (
+            "connection_rejected",
+            Json::count(view.stats.connections_rejected),
+        ),
+        ("auth_failed_count", Json::count(TLS_AUTH_FAILURES)),
         ("global_sessions", Json::count(view.sessions.len())),
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),

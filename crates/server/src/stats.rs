@@ -7,6 +7,10 @@ use zoolog_proto::OpCode;
 pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
+    /// Session handshakes (ConnectRequests) received.
+    pub connect_requests: u64,
+    /// Client connections closed as they opened, for the `maxClientCnxns` or `maxCnxns` limit.
+    pub connections_rejected: u64,
     /// Every reply, in milliseconds (`srvr`'s min/avg/max, mntr's `*_latency`).
     pub latency_ms: Summary,
     /// Requests answered from the tree as it is (no log entry), from arrival to reply.
