@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::error::LogError;
+use crate::Summary;
 
 /// Upper bounds, in microseconds, of the sync duration histogram's buckets (25 µs to 10 s):
 /// fine below a millisecond, where a healthy disk's syncs fall.
@@ -30,21 +31,9 @@ pub struct FsyncTimes {
     pub bucket_counts: [u64; FSYNC_BUCKET_BOUNDS_US.len() + 1],
     /// Syncs that took longer than the warning threshold, since the log opened.
     pub slow_count: u64,
-    pub last_us: u64,
     /// Since the log opened or [`FsyncStats::reset_window`] (ZooKeeper's `srst` resets its
-    /// `fsynctime` counter): count, sum and extremes. `min_us` is 0 when `window_count` is.
-    pub window_count: u64,
-    pub window_total_us: u64,
-    pub window_min_us: u64,
-    pub window_max_us: u64,
-}
-
-#[derive(Debug, Default)]
-struct Window {
-    count: u64,
-    total_us: u64,
-    min_us: Option<u64>,
-    max_us: u64,
+    /// `fsynctime` counter).
+    pub window_us: Summary,
 }
 
 /// The counters every sync of one log updates; shared by its writer thread and its readers.
@@ -55,8 +44,7 @@ pub(crate) struct FsyncStats {
     total_us: AtomicU64,
     bucket_counts: [AtomicU64; FSYNC_BUCKET_BOUNDS_US.len() + 1],
     slow_count: AtomicU64,
-    last_us: AtomicU64,
-    window: Mutex<Window>,
+    window_us: Mutex<Summary>,
 }
 
 impl Default for FsyncStats {
@@ -73,8 +61,7 @@ impl FsyncStats {
             total_us: AtomicU64::new(0),
             bucket_counts: Default::default(),
             slow_count: AtomicU64::new(0),
-            last_us: AtomicU64::new(0),
-            window: Mutex::new(Window::default()),
+            window_us: Mutex::new(Summary::default()),
         }
     }
 
@@ -87,8 +74,8 @@ impl FsyncStats {
         let started = Instant::now();
         sync()?;
         let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.record(took_us);
-        if took_us > self.warning_threshold_us {
+        let slow = self.record(took_us);
+        if slow {
             tracing::warn!(
                 took_ms = format_args!("{:.3}", took_us as f64 / 1e3),
                 threshold_ms = self.warning_threshold_us / 1000,
@@ -99,46 +86,38 @@ impl FsyncStats {
         Ok(())
     }
 
-    fn record(&self, took_us: u64) {
+    /// Counts a sync that took `took_us`; whether it was slower than the warning threshold.
+    fn record(&self, took_us: u64) -> bool {
         let bucket = FSYNC_BUCKET_BOUNDS_US.partition_point(|&bound| bound < took_us);
         self.bucket_counts[bucket].fetch_add(1, Ordering::Relaxed);
         self.total_us.fetch_add(took_us, Ordering::Relaxed);
-        self.last_us.store(took_us, Ordering::Relaxed);
-        if took_us > self.warning_threshold_us {
+        let slow = took_us > self.warning_threshold_us;
+        if slow {
             self.slow_count.fetch_add(1, Ordering::Relaxed);
         }
-        let mut window = self.lock_window();
-        window.count += 1;
-        window.total_us = window.total_us.saturating_add(took_us);
-        window.min_us = Some(window.min_us.map_or(took_us, |min| min.min(took_us)));
-        window.max_us = window.max_us.max(took_us);
-        drop(window);
+        self.lock_window().record(took_us);
         // Counted last: a reader that sees the count sees the sync's other numbers too.
         self.count.fetch_add(1, Ordering::Release);
+        slow
     }
 
     pub fn reset_window(&self) {
-        *self.lock_window() = Window::default();
+        *self.lock_window() = Summary::default();
     }
 
     pub fn times(&self) -> FsyncTimes {
         let count = self.count.load(Ordering::Acquire);
-        let window = self.lock_window();
         FsyncTimes {
             count,
             total_us: self.total_us.load(Ordering::Relaxed),
             bucket_counts: std::array::from_fn(|i| self.bucket_counts[i].load(Ordering::Relaxed)),
             slow_count: self.slow_count.load(Ordering::Relaxed),
-            last_us: self.last_us.load(Ordering::Relaxed),
-            window_count: window.count,
-            window_total_us: window.total_us,
-            window_min_us: window.min_us.unwrap_or(0),
-            window_max_us: window.max_us,
+            window_us: *self.lock_window(),
         }
     }
 
-    fn lock_window(&self) -> std::sync::MutexGuard<'_, Window> {
-        self.window
+    fn lock_window(&self) -> std::sync::MutexGuard<'_, Summary> {
+        self.window_us
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -167,25 +146,24 @@ mod tests {
             times.slow_count, 1,
             "only 20 s exceeds the 1 ms threshold; 1 ms does not"
         );
-        assert_eq!(times.last_us, 20_000_000);
-        assert_eq!((times.window_min_us, times.window_max_us), (10, 20_000_000));
-        assert_eq!(times.window_count, 6);
+        assert_eq!((times.window_us.min, times.window_us.max), (10, 20_000_000));
+        assert_eq!(times.window_us.count, 6);
 
         stats.reset_window();
         let reset = stats.times();
         assert_eq!(
             (
-                reset.window_count,
-                reset.window_total_us,
-                reset.window_min_us
+                reset.window_us.count,
+                reset.window_us.total,
+                reset.window_us.min
             ),
             (0, 0, 0)
         );
         assert_eq!(reset.count, 6, "the monotonic counters stay for Prometheus");
         stats.record(300);
         let after = stats.times();
-        assert_eq!((after.window_min_us, after.window_max_us), (300, 300));
-        assert_eq!(after.window_count, 1);
+        assert_eq!((after.window_us.min, after.window_us.max), (300, 300));
+        assert_eq!(after.window_us.count, 1);
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod replica;
 mod segment;
 mod single;
 mod snapshot;
+mod summary;
 
 pub use error::{AppendError, LogError};
 pub use fsync_stats::{FsyncTimes, FSYNC_BUCKET_BOUNDS_US, FSYNC_WARNING_THRESHOLD_MS_DEFAULT};
@@ -42,6 +43,7 @@ pub use replica::{
 };
 pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
 pub use snapshot::{SnapshotSink, SnapshotStore, SNAPSHOTS_RETAINED_MIN};
+pub use summary::Summary;
 
 use bytes::Bytes;
 

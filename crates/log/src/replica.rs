@@ -546,12 +546,12 @@ impl ReplicaLog {
         lock(&self.order).last_queued
     }
 
-    /// `entries_committed` and `batches_committed` count entries and batches made durable.
     /// Starts the count, sum and extremes of [`crate::FsyncTimes`]'s window over (`srst`).
     pub fn reset_fsync_window(&self) {
         self.shared.fsync.reset_window();
     }
 
+    /// `entries_committed` and `batches_committed` count entries and batches made durable.
     pub fn stats(&self) -> LogStats {
         LogStats {
             entries_committed: self.shared.entries_durable.load(Ordering::Relaxed),

@@ -399,14 +399,7 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
     ];
-    let fsync = &view.log.fsync;
-    let fsync_time_us = Summary {
-        count: fsync.window_count,
-        total: fsync.window_total_us,
-        min: fsync.window_min_us,
-        max: fsync.window_max_us,
-    };
-    values.extend(summary_values!("fsynctime", fsync_time_us));
+    values.extend(summary_values!("fsynctime", view.log.fsync.window_us));
     values.extend(summary_values!("readlatency", view.stats.read_latency_us));
     values.extend(summary_values!(
         "updatelatency",

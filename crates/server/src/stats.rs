@@ -1,5 +1,6 @@
 //! Counters the four-letter words and metrics report.
 
+pub use zoolog_log::Summary;
 use zoolog_proto::OpCode;
 
 /// Server-wide request counters and latency; `srst` starts them all over.
@@ -19,37 +20,6 @@ pub struct ServerStats {
     pub update_latency_us: Summary,
     /// Snapshots: encoding the tree and writing it durably.
     pub snapshot_time_us: Summary,
-}
-
-/// Count, sum and extremes of values in one unit, which the holder's name gives: ZooKeeper's
-/// AvgMinMaxCounter, behind `srvr`'s min/avg/max and mntr's `avg_`, `min_`, `max_`, `cnt_` and
-/// `sum_` keys.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Summary {
-    pub count: u64,
-    pub total: u64,
-    /// 0 while `count` is.
-    pub min: u64,
-    pub max: u64,
-}
-
-impl Summary {
-    pub fn record(&mut self, value: u64) {
-        self.min = match self.count {
-            0 => value,
-            _ => self.min.min(value),
-        };
-        self.max = self.max.max(value);
-        self.total = self.total.saturating_add(value);
-        self.count += 1;
-    }
-
-    pub fn average(&self) -> f64 {
-        match self.count {
-            0 => 0.0,
-            count => self.total as f64 / count as f64,
-        }
-    }
 }
 
 /// Per-connection counters for `cons` and `stat`.
