@@ -93,10 +93,9 @@ fn torn_last_record_is_truncated_at_every_byte_offset() {
         .file_name()
         .unwrap()
         .to_owned();
-    let full_bytes = fs::metadata(original.wal_dir.join(&segment_name))
-        .unwrap()
-        .len();
-    let last_record_start = full_bytes - (RECORD_HEADER_BYTES + payloads[4].len()) as u64;
+    // The file goes on with zeros to the end of the page.
+    let full_bytes = records_bytes(&payloads);
+    let last_record_start = records_bytes(&payloads[..4]);
 
     for cut in last_record_start..full_bytes {
         let case = tempfile::tempdir().unwrap();
@@ -139,12 +138,16 @@ fn zeroed_or_scribbled_space_after_the_last_record_is_truncated() {
         append_all(&log, &mut committed, &payloads);
     }
     let segment = last_segment(&config.wal_dir);
-    let intact_bytes = fs::metadata(&segment).unwrap().len();
+    let intact_bytes = records_bytes(&payloads);
+    let padded_bytes = fs::metadata(&segment).unwrap().len();
+    assert_eq!(padded_bytes % 4096, 0, "every write fills its last page");
+    let page_zeros = fs::read(&segment).unwrap().split_off(intact_bytes as usize);
+    assert!(page_zeros.iter().all(|byte| *byte == 0));
     OpenOptions::new()
         .write(true)
         .open(&segment)
         .unwrap()
-        .set_len(intact_bytes + 4096)
+        .set_len(padded_bytes + 4096)
         .unwrap();
     {
         let (_log, recovered, _) = open(&config);
@@ -162,6 +165,14 @@ fn zeroed_or_scribbled_space_after_the_last_record_is_truncated() {
         numbered(&payloads[..2], 1),
         "a damaged last record is cut off"
     );
+}
+
+/// Where records holding `payloads` end in a segment of their own.
+fn records_bytes(payloads: &[Bytes]) -> u64 {
+    payloads
+        .iter()
+        .map(|payload| (RECORD_HEADER_BYTES + payload.len()) as u64)
+        .sum()
 }
 
 fn expect_corrupt(result: Result<impl Sized, LogError>) -> String {
