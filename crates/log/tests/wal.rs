@@ -129,6 +129,33 @@ fn torn_last_record_is_truncated_at_every_byte_offset() {
 }
 
 #[test]
+fn records_sharing_a_page_survive_every_reopen_and_each_write_fills_its_last_page() {
+    let root = tempfile::tempdir().unwrap();
+    let config = config(root.path());
+    // Records of 16 + 4080 bytes fill a page exactly; the fourth ends at the second page's end.
+    let sizes = [4080, 1, 100, 8192 - 4229 - RECORD_HEADER_BYTES, 9000, 2];
+    let mut written: Vec<Bytes> = Vec::new();
+    for (round, size) in sizes.into_iter().enumerate() {
+        let payload = Bytes::from(vec![round as u8 + 1; size]);
+        let (log, recovered, mut committed) = open(&config);
+        assert_eq!(recovered.tail, numbered(&written, 1), "round {round}");
+        append_all(&log, &mut committed, std::slice::from_ref(&payload));
+        drop(log);
+        written.push(payload);
+        let records_end = records_bytes(&written);
+        let file_bytes = fs::metadata(last_segment(&config.wal_dir)).unwrap().len();
+        assert_eq!(
+            file_bytes,
+            records_end.next_multiple_of(4096),
+            "round {round}"
+        );
+    }
+    assert_eq!(records_bytes(&written[..4]), 8192);
+    let (_log, recovered, _) = open(&config);
+    assert_eq!(recovered.tail, numbered(&written, 1));
+}
+
+#[test]
 fn zeroed_or_scribbled_space_after_the_last_record_is_truncated() {
     let root = tempfile::tempdir().unwrap();
     let config = config(root.path());
