@@ -260,3 +260,62 @@ def test_observers_lists_the_leaders_synced_observer(ens):
         if sid != leader:
             assert command(ens.admin_ports[sid], "observers") == {
                 "command": "observers", "error": None, "synced_observers": 0, "observers": []}
+
+
+def test_mntr_tells_peer_states_the_quorum_size_elections_and_the_leaders_proposals(ens):
+    leader = ens.wait_quorum()
+    values = {sid: mntr(ens.client_port(sid)) for sid in ens.ids}
+    for sid, member in values.items():
+        state = "leading" if sid == leader else "observing" if sid == OBSERVER else "following"
+        assert member["zk_peer_state"] == f"{state} - broadcast", (sid, member["zk_peer_state"])
+        assert member["zk_quorum_size"] == "3", (sid, member["zk_quorum_size"])
+        assert int(member["zk_looking_count"]) >= 1, (sid, member)
+        # An observer takes no part in elections: none is timed for it.
+        elections = int(member["zk_cnt_election_time"])
+        assert elections == 0 if sid == OBSERVER else elections >= 1, (sid, member)
+        assert 0 <= int(member["zk_min_election_time"]) <= int(member["zk_max_election_time"])
+        assert ("zk_leader_uptime" in member) == (sid == leader), (sid, member)
+    assert int(values[leader]["zk_leader_uptime"]) > 0
+
+    client = KazooClient(hosts=ens.hosts(leader), timeout=10)
+    client.start()
+    try:
+        for index in range(5):
+            client.create(f"/counted-{index}", b"", ephemeral=True)
+    finally:
+        client.stop()
+        client.close()
+    after = {sid: mntr(ens.client_port(sid)) for sid in ens.ids}
+    for key in ("zk_proposal_count", "zk_commit_count"):
+        # Each create is proposed and committed by the leader, learners count neither.
+        assert int(after[leader][key]) >= int(values[leader][key]) + 5, (key, after[leader])
+        for sid in ens.ids:
+            if sid != leader:
+                assert after[sid][key] == values[sid][key], (sid, key, after[sid])
+
+    # A new election: each surviving participant goes looking once more and times it.
+    survivors = [sid for sid in ens.participants if sid != leader]
+    ens.kill(leader)
+    try:
+        ens.wait_quorum(servers=survivors)
+        for sid in survivors:
+            eventually(
+                lambda: mntr(ens.client_port(sid)),
+                lambda now: (now.get("zk_peer_state", "").endswith(" - broadcast")
+                             and int(now["zk_looking_count"]) > int(after[sid]["zk_looking_count"])
+                             and int(now["zk_cnt_election_time"])
+                             > int(after[sid]["zk_cnt_election_time"])),
+                f"server {sid} counted the election")
+    finally:
+        ens.start(leader)
+        ens.wait_quorum()
+
+    # srst starts the counters over; the peer state and the quorum size stay.
+    new_leader = ens.wait_quorum()
+    port = ens.client_port(new_leader)
+    four_letter(port, "srst")
+    reset = mntr(port)
+    for key in ("zk_looking_count", "zk_cnt_election_time", "zk_proposal_count"):
+        assert reset[key] == "0", (key, reset[key])
+    assert reset["zk_peer_state"] == "leading - broadcast"
+    assert reset["zk_quorum_size"] == "3"

@@ -526,11 +526,10 @@ fn zab_state(view: &View<'_>) -> Fields {
         .get(&my_id)
         .expect("an ensemble member is in its own configuration");
     let last_zxid = view.tree.last_applied_zxid();
-    let phase = match view.role {
-        Role::Looking => "election",
-        Role::Leader { .. } | Role::Follower { .. } | Role::Observer { .. } => "broadcast",
-        Role::Standalone => unreachable!("a standalone server has no ensemble configuration"),
-    };
+    let phase = view
+        .role
+        .zab_phase()
+        .expect("a standalone server has no ensemble configuration");
     vec![
         ("myid", Json::Int(my_id as i64)),
         (

@@ -117,6 +117,32 @@ impl Role {
             Role::Observer { .. } => "observer",
         }
     }
+
+    /// ZooKeeper's Zab phase of an ensemble member, as in the AdminServer's `zabstate`:
+    /// `election` while it has no leader (zoolog's discovery and synchronization included),
+    /// else `broadcast`; None for a standalone server.
+    pub fn zab_phase(&self) -> Option<&'static str> {
+        match self {
+            Role::Standalone => None,
+            Role::Looking => Some("election"),
+            Role::Leader { .. } | Role::Follower { .. } | Role::Observer { .. } => {
+                Some("broadcast")
+            }
+        }
+    }
+
+    /// ZooKeeper's detailed peer state (mntr's `zk_peer_state`): the quorum peer's state, then
+    /// its Zab phase; None for a standalone server.
+    pub fn peer_state(&self) -> Option<String> {
+        let state = match self {
+            Role::Standalone => return None,
+            Role::Looking => "looking",
+            Role::Leader { .. } => "leading",
+            Role::Follower { .. } => "following",
+            Role::Observer { .. } => "observing",
+        };
+        Some(format!("{state} - {}", self.zab_phase()?))
+    }
 }
 
 /// What `crst`, `srst` and `stmk` change, from a four-letter word or the AdminServer.
@@ -515,6 +541,7 @@ impl Core {
             trace_mask: self.trace_mask,
             role: self.role,
             leader_report: crate::ensemble::LeaderReport::default(),
+            quorum: crate::ensemble::QuorumCounters::default(),
             log: zoolog_log::LogStats::default(),
         }
     }

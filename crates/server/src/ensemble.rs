@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use zoolog_log::{
     AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry, ReplicaEpochs,
-    ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink,
+    ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
     Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, MemberRole, Message,
@@ -92,6 +92,49 @@ struct LeaderBoard {
     learners: Vec<LearnerStatus>,
     /// Of this leadership's proposals.
     proposal_sizes: ProposalSizes,
+    counters: QuorumCounters,
+    /// When this member last went looking; None while it serves.
+    looking_since: Option<Instant>,
+    /// When this member's leadership began; None unless it leads.
+    leading_since: Option<Instant>,
+}
+
+impl LeaderBoard {
+    fn status_changed(&mut self, status: Status, now: Instant) {
+        match status {
+            Status::Looking => {
+                self.counters.lookings += 1;
+                self.looking_since = Some(now);
+                self.leading_since = None;
+            }
+            Status::Serving { role, .. } => {
+                let looking_since = self.looking_since.take();
+                // An observer takes no part in elections, and ZooKeeper's times none for it.
+                if let (Some(since), false) = (looking_since, role == ServingRole::Observer) {
+                    let looked_us = now.duration_since(since).as_micros();
+                    self.counters
+                        .election_time_us
+                        .record(u64::try_from(looked_us).unwrap_or(u64::MAX));
+                }
+                self.leading_since = (role == ServingRole::Leader).then_some(now);
+            }
+        }
+    }
+}
+
+/// ZooKeeper's counters of a member's elections and of the entries it proposed and committed
+/// as leader (its ServerMetrics' looking_count, election_time, proposal_count and
+/// commit_count), for `mntr`; `srst` starts them over, as ZooKeeper's does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuorumCounters {
+    /// Times this member went looking for a leader, its start included.
+    pub lookings: u64,
+    /// From going looking to serving, per election of a voting member. ZooKeeper stops its
+    /// clock when the vote ends; this one also covers the new leader's discovery and the
+    /// synchronization, after which the member serves.
+    pub election_time_us: Summary,
+    pub proposed_entries: u64,
+    pub committed_entries: u64,
 }
 
 /// ZooKeeper's BufferStats of a leader's proposals: the size in bytes of each proposed
@@ -160,6 +203,8 @@ type PeerTraffics = BTreeMap<ServerId, Arc<PeerTraffic>>;
 pub struct LeaderReport {
     pub learners: Vec<LearnerReport>,
     pub proposal_sizes: ProposalSizes,
+    /// Since this leadership began (ZooKeeper's `leader_uptime`); 0 unless leading.
+    pub leading_for_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -267,6 +312,10 @@ impl Ensemble {
             inbox_tx,
         )));
         let board = Arc::new(Mutex::new(LeaderBoard::default()));
+        board
+            .lock()
+            .expect("the board's holders never panic")
+            .status_changed(zab.status(), Instant::now());
 
         let driver = Driver {
             zab,
@@ -304,8 +353,13 @@ impl Ensemble {
         })
     }
 
-    pub fn reset_fsync_window(&self) {
+    /// What `srst` starts over: the log's sync times and the quorum counters.
+    pub fn reset_statistics(&self) {
         self.replica.reset_fsync_window();
+        self.board
+            .lock()
+            .expect("the board's holders never panic")
+            .counters = QuorumCounters::default();
     }
 
     pub fn stats(&self) -> LogStats {
@@ -361,10 +415,19 @@ impl Ensemble {
             .iter()
             .map(|status| self.learner_report(*status))
             .collect();
+        let leading_for = board.leading_since.map(|since| since.elapsed());
         LeaderReport {
             learners,
             proposal_sizes: board.proposal_sizes,
+            leading_for_ms: leading_for.map_or(0, |elapsed| elapsed.as_millis() as u64),
         }
+    }
+
+    pub fn quorum_counters(&self) -> QuorumCounters {
+        self.board
+            .lock()
+            .expect("the board's holders never panic")
+            .counters
     }
 
     fn learner_report(&self, status: LearnerStatus) -> LearnerReport {
@@ -658,7 +721,7 @@ impl Driver {
                 Action::Append { entries } => {
                     if self.is_leading() {
                         // A leader appends only what it proposes.
-                        self.record_proposal_sizes(&entries);
+                        self.record_proposals(&entries);
                     }
                     self.append(entries)?
                 }
@@ -683,13 +746,21 @@ impl Driver {
                     if let Some((last, _)) = entries.last() {
                         self.committed.store(*last, Ordering::Release);
                     }
+                    if self.is_leading() {
+                        self.board().counters.committed_entries += entries.len() as u64;
+                    }
                     self.deliver(Delivery::Committed(entries)).await;
                 }
                 Action::StatusChanged(status) => {
                     tracing::info!(?status, "ensemble status");
-                    if self.is_leading() {
-                        // A new leadership: ZooKeeper's new Leader starts its statistics over.
-                        self.board().proposal_sizes = ProposalSizes::default();
+                    {
+                        let mut board = self.board();
+                        board.status_changed(status, Instant::now());
+                        if self.is_leading() {
+                            // A new leadership: ZooKeeper's new Leader starts its statistics
+                            // over.
+                            board.proposal_sizes = ProposalSizes::default();
+                        }
                     }
                     self.publish_learners();
                     self.deliver(Delivery::Role(Role::from(status))).await;
@@ -741,8 +812,9 @@ impl Driver {
         }
     }
 
-    fn record_proposal_sizes(&self, entries: &[Entry]) {
+    fn record_proposals(&self, entries: &[Entry]) {
         let mut board = self.board();
+        board.counters.proposed_entries += entries.len() as u64;
         for entry in entries {
             board.proposal_sizes.record(entry.payload.len() as i64);
         }
@@ -1104,6 +1176,39 @@ fn wall_clock_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn serving(role: ServingRole) -> Status {
+        Status::Serving {
+            role,
+            leader: 1,
+            epoch: 1,
+        }
+    }
+
+    #[test]
+    fn the_board_counts_lookings_and_times_a_voters_elections_only() {
+        let start = Instant::now();
+        let mut board = LeaderBoard::default();
+        board.status_changed(Status::Looking, start);
+        board.status_changed(
+            serving(ServingRole::Leader),
+            start + Duration::from_millis(30),
+        );
+        assert_eq!(board.counters.lookings, 1);
+        assert_eq!(board.counters.election_time_us.count, 1);
+        assert_eq!(board.counters.election_time_us.max, 30_000);
+        assert_eq!(board.leading_since, Some(start + Duration::from_millis(30)));
+
+        board.status_changed(Status::Looking, start + Duration::from_millis(50));
+        assert_eq!(board.leading_since, None);
+        board.status_changed(
+            serving(ServingRole::Observer),
+            start + Duration::from_millis(60),
+        );
+        assert_eq!(board.counters.lookings, 2);
+        assert_eq!(board.counters.election_time_us.count, 1);
+        assert_eq!(board.looking_since, None);
+    }
 
     const SMALL: MessageLimits = MessageLimits {
         piece_bytes_max: 8,

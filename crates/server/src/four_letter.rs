@@ -10,7 +10,7 @@ use zoolog_tree::{ConnectionId, DataTree, WatchRegistry};
 
 use crate::config::ServerConfig;
 use crate::core::{Now, OperatorAction, Role};
-use crate::ensemble::{LeaderReport, LearnerReport};
+use crate::ensemble::{LeaderReport, LearnerReport, QuorumCounters};
 
 /// What ZooKeeper answers `srvr` and `stat` with while it is not serving.
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
@@ -52,6 +52,9 @@ pub struct View<'a> {
     /// The ensemble's picture of this server as a leader (empty when it does not lead, or
     /// runs standalone); the core does not know it, its caller fills it in.
     pub leader_report: LeaderReport,
+    /// The member's elections and leadership's entries (zero when standalone); filled in by
+    /// the caller, like `leader_report`.
+    pub quorum: QuorumCounters,
     /// The ordering layer's log (its syncs' times); filled in by the caller, like
     /// `leader_report`.
     pub log: LogStats,
@@ -398,7 +401,19 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("global_sessions", Json::count(view.sessions.len())),
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
+        ("looking_count", Json::count(view.quorum.lookings)),
+        ("proposal_count", Json::count(view.quorum.proposed_entries)),
+        ("commit_count", Json::count(view.quorum.committed_entries)),
     ];
+    if let (Some(peer_state), Some(ensemble)) = (view.role.peer_state(), &view.config.ensemble) {
+        let voting_members = ensemble.members.values().filter(|member| !member.observer);
+        values.push(("peer_state", Json::str(peer_state)));
+        values.push(("quorum_size", Json::count(voting_members.count())));
+    }
+    values.extend(summary_values!(
+        "election_time",
+        view.quorum.election_time_us
+    ));
     values.extend(summary_values!("fsynctime", view.log.fsync.window_us));
     values.extend(summary_values!("readlatency", view.stats.read_latency_us));
     values.extend(summary_values!(
@@ -438,6 +453,10 @@ fn leader_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("last_proposal_size", Json::Int(sizes.last_bytes)),
         ("max_proposal_size", Json::Int(sizes.max_bytes)),
         ("min_proposal_size", Json::Int(sizes.min_bytes)),
+        (
+            "leader_uptime",
+            Json::count(view.leader_report.leading_for_ms),
+        ),
     ]
 }
 

@@ -23,7 +23,7 @@ use zoolog_tree::{ConnectionId, DataTree};
 use crate::admin;
 use crate::config::ServerConfig;
 use crate::core::{Core, Input, Now, OperatorAction, Output};
-use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, Started};
+use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, QuorumCounters, Started};
 use crate::four_letter::{self, DirSizes};
 use crate::http;
 use crate::metrics::{self, SnapshotRecord};
@@ -212,10 +212,18 @@ impl OrderingLog {
         }
     }
 
-    fn reset_fsync_window(&self) {
+    /// What `srst` starts over here: the log's sync times, and an ensemble's quorum counters.
+    fn reset_statistics(&self) {
         match self {
             OrderingLog::Single(log) => log.reset_fsync_window(),
-            OrderingLog::Ensemble(ensemble) => ensemble.reset_fsync_window(),
+            OrderingLog::Ensemble(ensemble) => ensemble.reset_statistics(),
+        }
+    }
+
+    fn quorum_counters(&self) -> QuorumCounters {
+        match self {
+            OrderingLog::Single(_) => QuorumCounters::default(),
+            OrderingLog::Ensemble(ensemble) => ensemble.quorum_counters(),
         }
     }
 
@@ -638,6 +646,7 @@ impl CoreTask {
     fn view(&self) -> four_letter::View<'_> {
         let mut view = self.core.view();
         view.leader_report = self.ordering.leader_report();
+        view.quorum = self.ordering.quorum_counters();
         view.log = self.ordering.stats();
         view
     }
@@ -646,7 +655,7 @@ impl CoreTask {
     /// `fsynctime` with the server statistics.
     fn operate(&mut self, action: OperatorAction) {
         if matches!(action, OperatorAction::ResetServerStats) {
-            self.ordering.reset_fsync_window();
+            self.ordering.reset_statistics();
         }
         self.core.operate(action);
     }
