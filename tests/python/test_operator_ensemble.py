@@ -145,6 +145,13 @@ def test_metrics_name_each_members_role_and_the_quorum(ens):
         assert samples[("zoolog_server_role", (("role", role),))] == 1, (sid, role)
         assert samples[("zoolog_quorum_members", ())] == 3
         assert samples[("zoolog_quorum_up", ())] == 1
+        # ZooKeeper's names for the same.
+        assert samples[("quorum_size", ())] == 3
+        # (The parser names a counter's sample with _total.)
+        assert samples[("looking_count_total", ())] >= 1
+        assert samples[("election_time_count", ())] == (0 if sid == OBSERVER else 1), sid
+        assert samples[("election_time_sum", ())] >= 0
+        assert (("leader_uptime", ()) in samples) == (sid == leader)
 
 
 # The mntr keys only a leader has (LeaderZooKeeperServer's gauges); zoolog leaves out

@@ -406,9 +406,8 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("commit_count", Json::count(view.quorum.committed_entries)),
     ];
     if let (Some(peer_state), Some(ensemble)) = (view.role.peer_state(), &view.config.ensemble) {
-        let voting_members = ensemble.members.values().filter(|member| !member.observer);
         values.push(("peer_state", Json::str(peer_state)));
-        values.push(("quorum_size", Json::count(voting_members.count())));
+        values.push(("quorum_size", Json::count(ensemble.participants().count())));
     }
     values.extend(summary_values!(
         "election_time",

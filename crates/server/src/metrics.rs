@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use zoolog_log::{FsyncTimes, FSYNC_BUCKET_BOUNDS_US};
 use zoolog_proto::OpCode;
 
+use crate::core::Role;
 use crate::four_letter::View;
 
 /// Upper bounds, in microseconds, of request latency buckets (100 µs to 10 s); the log's
@@ -332,14 +333,14 @@ pub fn render(view: &View<'_>) -> String {
         &[],
         &Histogram::of_fsyncs(&log.fsync),
     );
-    // ZooKeeper's own name and unit (milliseconds), so that its dashboards find it.
-    out.family(
+    // ZooKeeper's own names and units (milliseconds), so that its dashboards find them.
+    out.summary_ms(
         "fsynctime",
         "Time to fsync the transaction log, in milliseconds.",
-        "summary",
+        log.fsync.total_us,
+        log.fsync.count,
     );
-    out.sample("fsynctime_sum", &[], log.fsync.total_us as f64 / 1e3);
-    out.sample("fsynctime_count", &[], log.fsync.count as f64);
+    render_quorum(view, &mut out);
     out.family(
         "zoolog_snapshot_duration_seconds",
         "Time to encode and durably write a snapshot.",
@@ -353,6 +354,54 @@ pub fn render(view: &View<'_>) -> String {
     out.text
 }
 
+/// ZooKeeper's metrics of an ensemble member's elections, quorum and leadership, under its
+/// names (its Prometheus provider's counters have no `_total`).
+fn render_quorum(view: &View<'_>, out: &mut Exposition) {
+    let quorum = &view.quorum;
+    out.summary_ms(
+        "election_time",
+        "Time from going looking to serving, per election, in milliseconds.",
+        quorum.election_time_us.total,
+        quorum.election_time_us.count,
+    );
+    for (name, help, value) in [
+        (
+            "looking_count",
+            "Times this member went looking for a leader, since start or srst.",
+            quorum.lookings,
+        ),
+        (
+            "proposal_count",
+            "Entries this member proposed as leader, since start or srst.",
+            quorum.proposed_entries,
+        ),
+        (
+            "commit_count",
+            "Entries this member committed as leader, since start or srst.",
+            quorum.committed_entries,
+        ),
+    ] {
+        out.family(name, help, "counter");
+        out.sample(name, &[], value as f64);
+    }
+    if let Some(ensemble) = &view.config.ensemble {
+        out.family("quorum_size", "Voting members of the ensemble.", "gauge");
+        out.sample("quorum_size", &[], ensemble.participants().count() as f64);
+    }
+    if matches!(view.role, Role::Leader { .. }) {
+        out.family(
+            "leader_uptime",
+            "Time since this member began to lead, in ms.",
+            "gauge",
+        );
+        out.sample(
+            "leader_uptime",
+            &[],
+            view.leader_report.leading_for_ms as f64,
+        );
+    }
+}
+
 /// A text exposition under construction.
 #[derive(Default)]
 struct Exposition {
@@ -363,6 +412,13 @@ impl Exposition {
     fn family(&mut self, name: &str, help: &str, kind: &str) {
         let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// A summary of times in ms without quantiles, from their sum in µs and their count.
+    fn summary_ms(&mut self, name: &str, help: &str, total_us: u64, count: u64) {
+        self.family(name, help, "summary");
+        self.sample(&format!("{name}_sum"), &[], total_us as f64 / 1e3);
+        self.sample(&format!("{name}_count"), &[], count as f64);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
