@@ -317,12 +317,19 @@ def test_mntr_tells_peer_states_the_quorum_size_elections_and_the_leaders_propos
         ens.start(leader)
         ens.wait_quorum()
 
-    # srst starts the counters over; the peer state and the quorum size stay.
+    # The new leader synced the other survivor, the observer and the restarted member.
     new_leader = ens.wait_quorum()
     port = ens.client_port(new_leader)
+    syncs = eventually(lambda: mntr(port),
+                       lambda now: int(now["zk_diff_count"]) + int(now["zk_snap_count"]) >= 3,
+                       "the new leader counted its learners' syncs")
+    assert int(syncs["zk_snap_count"]) == 0, syncs  # every learner's log reached far enough
+
+    # srst starts the counters over; the peer state and the quorum size stay.
     four_letter(port, "srst")
     reset = mntr(port)
-    for key in ("zk_looking_count", "zk_cnt_election_time", "zk_proposal_count"):
+    for key in ("zk_looking_count", "zk_cnt_election_time", "zk_proposal_count",
+                "zk_diff_count"):
         assert reset[key] == "0", (key, reset[key])
     assert reset["zk_peer_state"] == "leading - broadcast"
     assert reset["zk_quorum_size"] == "3"

@@ -30,8 +30,8 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
-    Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, MemberRole, Message,
-    ServerId, ServingRole, Status, Zab,
+    Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, LearnerSyncs, MemberRole,
+    Message, ServerId, ServingRole, Status, Zab,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -122,9 +122,10 @@ impl LeaderBoard {
     }
 }
 
-/// ZooKeeper's counters of a member's elections and of the entries it proposed and committed
-/// as leader (its ServerMetrics' looking_count, election_time, proposal_count and
-/// commit_count), for `mntr`; `srst` starts them over, as ZooKeeper's does.
+/// ZooKeeper's counters of a member's elections, of the entries it proposed and committed as
+/// leader and of the learner syncs it started (its ServerMetrics' looking_count,
+/// election_time, proposal_count, commit_count, diff_count and snap_count), for `mntr`;
+/// `srst` starts them over, as ZooKeeper's does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QuorumCounters {
     /// Times this member went looking for a leader, its start included.
@@ -135,6 +136,7 @@ pub struct QuorumCounters {
     pub election_time_us: Summary,
     pub proposed_entries: u64,
     pub committed_entries: u64,
+    pub learner_syncs: LearnerSyncs,
 }
 
 /// ZooKeeper's BufferStats of a leader's proposals: the size in bytes of each proposed
@@ -326,6 +328,7 @@ impl Ensemble {
             committed: committed.clone(),
             clock: Instant::now(),
             board: board.clone(),
+            learner_syncs_published: LearnerSyncs::default(),
             held_appends: VecDeque::new(),
             epoch_queries: Vec::new(),
         };
@@ -577,6 +580,8 @@ struct Driver {
     committed: Arc<AtomicU64>,
     clock: Instant,
     board: Arc<Mutex<LeaderBoard>>,
+    /// The protocol's learner syncs as last added to the board's counters.
+    learner_syncs_published: LearnerSyncs,
     /// Appends the replica's queue had no room for, in order, handed to it as its writer
     /// drains and before any other replica operation. Only a learner's sync brings more than
     /// the queue holds: the protocol keeps everything else in flight within it
@@ -685,11 +690,17 @@ impl Driver {
         self.board.lock().expect("the board's holders never panic")
     }
 
-    /// Copies the learners into the board, reusing its vector: no allocation per tick.
-    fn publish_learners(&self) {
+    /// Copies the learners into the board, reusing its vector (no allocation per tick), and
+    /// adds the learner syncs started since the last time to its counters.
+    fn publish_learners(&mut self) {
+        let syncs = self.zab.learner_syncs();
+        let published = std::mem::replace(&mut self.learner_syncs_published, syncs);
         let mut board = self.board();
         board.learners.clear();
         board.learners.extend(self.zab.learners());
+        let counted = &mut board.counters.learner_syncs;
+        counted.diffs += syncs.diffs - published.diffs;
+        counted.snapshots += syncs.snapshots - published.snapshots;
     }
 
     fn is_leading(&self) -> bool {

@@ -404,6 +404,11 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("looking_count", Json::count(view.quorum.lookings)),
         ("proposal_count", Json::count(view.quorum.proposed_entries)),
         ("commit_count", Json::count(view.quorum.committed_entries)),
+        ("diff_count", Json::count(view.quorum.learner_syncs.diffs)),
+        (
+            "snap_count",
+            Json::count(view.quorum.learner_syncs.snapshots),
+        ),
     ];
     if let (Some(peer_state), Some(ensemble)) = (view.role.peer_state(), &view.config.ensemble) {
         values.push(("peer_state", Json::str(peer_state)));

@@ -380,6 +380,16 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             "Entries this member committed as leader, since start or srst.",
             quorum.committed_entries,
         ),
+        (
+            "diff_count",
+            "Learners this member synced by sending what they lacked, since start or srst.",
+            quorum.learner_syncs.diffs,
+        ),
+        (
+            "snap_count",
+            "Learners this member synced by sending a snapshot, since start or srst.",
+            quorum.learner_syncs.snapshots,
+        ),
     ] {
         out.family(name, help, "counter");
         out.sample(name, &[], value as f64);

@@ -346,6 +346,16 @@ pub struct LearnerStatus {
     pub forwards_taken: u64,
 }
 
+/// How many learner syncs this server started as leader, by kind (ZooKeeper's `diff_count`
+/// and `snap_count`); resends of a sync under way are not counted again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LearnerSyncs {
+    /// The learner's log was cut where needed and sent what it lacked.
+    pub diffs: u64,
+    /// The learner was sent a snapshot.
+    pub snapshots: u64,
+}
+
 /// Where this server stands, for the front end (read-only mode, `srvr`, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

@@ -10,8 +10,8 @@ use crate::history::History;
 use crate::message::{Attempt, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
 use crate::{
-    Action, Config, Entry, Epoch, Epochs, Input, LearnerStatus, Position, Recovered, ServerId,
-    ServingRole, Status,
+    Action, Config, Entry, Epoch, Epochs, Input, LearnerStatus, LearnerSyncs, Position, Recovered,
+    ServerId, ServingRole, Status,
 };
 
 /// Entries a saved snapshot lets go that one input drops: a few tens of microseconds, so a
@@ -38,8 +38,16 @@ pub struct Zab {
     pending_appends: VecDeque<(Position, Epoch, Position)>,
     /// When this server, not established, last answered each peer's looking vote.
     vote_answers_ms: BTreeMap<ServerId, u64>,
+    learner_syncs: LearnerSyncs,
     now_ms: u64,
     out: Vec<Action>,
+}
+
+/// Whether a learner's sync starts, or one under way is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncStart {
+    New,
+    Resend,
 }
 
 enum Phase {
@@ -309,6 +317,7 @@ impl Zab {
         let mut zab = Zab {
             pending_appends: VecDeque::new(),
             vote_answers_ms: BTreeMap::new(),
+            learner_syncs: LearnerSyncs::default(),
             durable: history.last_position(),
             committed: recovered.snapshot_position,
             delivered: recovered.snapshot_position,
@@ -421,6 +430,11 @@ impl Zab {
 
     /// The learners this server leads, by id (none unless it is leading): the ones that
     /// introduced themselves and have not gone silent, synced or not.
+    /// The learner syncs this server started as leader, since it started.
+    pub fn learner_syncs(&self) -> LearnerSyncs {
+        self.learner_syncs
+    }
+
     pub fn learners(&self) -> impl Iterator<Item = LearnerStatus> + '_ {
         let peers = match &self.phase {
             Phase::Leading(leader) => Some(&leader.peers),
@@ -1042,7 +1056,7 @@ impl Zab {
             }
             peer.promise = Some(promise);
             if matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
-                zab.leader_start_sync(leader, from);
+                zab.leader_start_sync(leader, from, SyncStart::New);
             }
         });
         self.leader_try_fix_history();
@@ -1085,7 +1099,7 @@ impl Zab {
                 .map(|(id, _)| *id)
                 .collect();
             for id in promisers {
-                zab.leader_start_sync(leader, id);
+                zab.leader_start_sync(leader, id, SyncStart::New);
             }
         });
         if give_up {
@@ -1095,7 +1109,7 @@ impl Zab {
         self.leader_advance_commit();
     }
 
-    fn leader_start_sync(&mut self, leader: &mut Leader, id: ServerId) {
+    fn leader_start_sync(&mut self, leader: &mut Leader, id: ServerId, start: SyncStart) {
         // One load serves every learner waiting when it completes (see `snapshot_loaded`).
         let snapshot_loading = leader
             .peers
@@ -1109,7 +1123,14 @@ impl Zab {
         };
         peer.synced = false;
         peer.sync_sent_ms = self.now_ms;
-        match plan(&self.history, &promise.log) {
+        let plan = plan(&self.history, &promise.log);
+        if start == SyncStart::New {
+            match plan {
+                SyncPlan::Diff { .. } => self.learner_syncs.diffs += 1,
+                SyncPlan::Snapshot => self.learner_syncs.snapshots += 1,
+            }
+        }
+        match plan {
             SyncPlan::Diff { truncate_after } => {
                 peer.awaiting_snapshot = false;
                 let message = self.new_leader_message(leader, id, truncate_after, None);
@@ -1364,7 +1385,7 @@ impl Zab {
                         last_position: acked,
                     };
                 }
-                self.leader_start_sync(leader, id);
+                self.leader_start_sync(leader, id, SyncStart::New);
                 return;
             }
             // Unacknowledged entries wait in the learner's log writer, whose queue is the
@@ -1524,7 +1545,7 @@ impl Zab {
                         );
             peer.last_sent_ms = now_ms;
             if resend {
-                self.leader_start_sync(leader, id);
+                self.leader_start_sync(leader, id, SyncStart::Resend);
             } else if peer.promise.is_none() && leader.epoch != 0 {
                 let link = peer.link(leader.epoch);
                 self.send(id, Message::NewEpoch { link });

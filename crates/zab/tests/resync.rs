@@ -77,9 +77,12 @@ fn assert_doubling_waits(syncs_at: &[u64], first_wait_ms: u64) {
 #[test]
 fn an_unacknowledged_sync_is_resent_at_doubling_intervals() {
     let mut leader = broadcasting_leader(3);
+    let before = leader.learner_syncs();
     let syncs_at = syncs_to_a_silent_learner(&mut leader, 11);
     assert!(syncs_at.len() >= 3, "{syncs_at:?}");
     assert_doubling_waits(&syncs_at, 4 * HEARTBEAT_MS);
+    let diffs = leader.learner_syncs().diffs - before.diffs;
+    assert_eq!(diffs, 1, "one sync, however often it was sent");
 }
 
 #[test]

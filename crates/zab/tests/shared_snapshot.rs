@@ -85,6 +85,7 @@ fn snapshot_sent_to(actions: &[Action], id: u64) -> Option<Bytes> {
 #[test]
 fn learners_waiting_together_share_one_snapshot_load() {
     let mut leader = leader_holding_only_a_snapshot();
+    let before = leader.learner_syncs();
     let first = restart_with_an_empty_log(&mut leader, 2, 9);
     assert_eq!(
         loads(&first),
@@ -126,11 +127,19 @@ fn learners_waiting_together_share_one_snapshot_load() {
         1,
         "a learner after the load gets a load of its own"
     );
+    let syncs = leader.learner_syncs();
+    assert_eq!(
+        syncs.snapshots - before.snapshots,
+        3,
+        "one per learner, shared load or not"
+    );
+    assert_eq!(syncs.diffs, before.diffs);
 }
 
 #[test]
 fn a_failed_load_is_asked_for_again_and_then_serves_every_waiting_learner() {
     let mut leader = leader_holding_only_a_snapshot();
+    let before = leader.learner_syncs();
     restart_with_an_empty_log(&mut leader, 2, 9);
     restart_with_an_empty_log(&mut leader, 3, 9);
     let failed = leader.handle(Input::SnapshotUnavailable, 10);
@@ -156,4 +165,6 @@ fn a_failed_load_is_asked_for_again_and_then_serves_every_waiting_learner() {
             "server {id} gets the snapshot"
         );
     }
+    let snapshots = leader.learner_syncs().snapshots - before.snapshots;
+    assert_eq!(snapshots, 2, "a sync asked for again is still one sync");
 }
