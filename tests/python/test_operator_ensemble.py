@@ -292,13 +292,23 @@ def test_mntr_tells_peer_states_the_quorum_size_elections_and_the_leaders_propos
     finally:
         client.stop()
         client.close()
-    after = {sid: mntr(ens.client_port(sid)) for sid in ens.ids}
+    followers = [sid for sid in ens.participants if sid != leader]
+    # A follower counts what it received once it has it.
+    after = {sid: eventually(
+        lambda: mntr(ens.client_port(sid)),
+        lambda now: sid == leader or int(now["zk_learner_commit_received_count"])
+        >= int(values[sid]["zk_learner_commit_received_count"]) + 5,
+        f"server {sid} counted the commits") for sid in ens.ids}
     for key in ("zk_proposal_count", "zk_commit_count"):
         # Each create is proposed and committed by the leader, learners count neither.
         assert int(after[leader][key]) >= int(values[leader][key]) + 5, (key, after[leader])
         for sid in ens.ids:
             if sid != leader:
                 assert after[sid][key] == values[sid][key], (sid, key, after[sid])
+    for key in ("zk_learner_proposal_received_count", "zk_learner_commit_received_count"):
+        assert after[leader][key] == values[leader][key], (key, after[leader])
+        for sid in followers:
+            assert int(after[sid][key]) >= int(values[sid][key]) + 5, (sid, key, after[sid])
 
     # A new election: each surviving participant goes looking once more and times it.
     survivors = [sid for sid in ens.participants if sid != leader]

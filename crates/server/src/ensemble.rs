@@ -123,9 +123,10 @@ impl LeaderBoard {
 }
 
 /// ZooKeeper's counters of a member's elections, of the entries it proposed and committed as
-/// leader and of the learner syncs it started (its ServerMetrics' looking_count,
-/// election_time, proposal_count, commit_count, diff_count and snap_count), for `mntr`;
-/// `srst` starts them over, as ZooKeeper's does.
+/// leader, of the learner syncs it started and of the entries it received and committed as
+/// learner (its ServerMetrics' looking_count, election_time, proposal_count, commit_count,
+/// diff_count, snap_count, learner_proposal_received_count and
+/// learner_commit_received_count), for `mntr`; `srst` starts them over, as ZooKeeper's does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QuorumCounters {
     /// Times this member went looking for a leader, its start included.
@@ -137,6 +138,10 @@ pub struct QuorumCounters {
     pub proposed_entries: u64,
     pub committed_entries: u64,
     pub learner_syncs: LearnerSyncs,
+    /// Entries this member logged as learner: ZooKeeper counts the proposals a follower
+    /// receives, zoolog the entries, whether they came in a proposal or a sync.
+    pub learned_entries: u64,
+    pub learned_commits: u64,
 }
 
 /// ZooKeeper's BufferStats of a leader's proposals: the size in bytes of each proposed
@@ -733,6 +738,8 @@ impl Driver {
                     if self.is_leading() {
                         // A leader appends only what it proposes.
                         self.record_proposals(&entries);
+                    } else {
+                        self.board().counters.learned_entries += entries.len() as u64;
                     }
                     self.append(entries)?
                 }
@@ -757,9 +764,7 @@ impl Driver {
                     if let Some((last, _)) = entries.last() {
                         self.committed.store(*last, Ordering::Release);
                     }
-                    if self.is_leading() {
-                        self.board().counters.committed_entries += entries.len() as u64;
-                    }
+                    self.count_committed(entries.len() as u64);
                     self.deliver(Delivery::Committed(entries)).await;
                 }
                 Action::StatusChanged(status) => {
@@ -820,6 +825,15 @@ impl Driver {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn count_committed(&self, entries: u64) {
+        let leading = self.is_leading();
+        let counters = &mut self.board().counters;
+        match leading {
+            true => counters.committed_entries += entries,
+            false => counters.learned_commits += entries,
         }
     }
 

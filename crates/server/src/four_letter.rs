@@ -409,6 +409,14 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
             "snap_count",
             Json::count(view.quorum.learner_syncs.snapshots),
         ),
+        (
+            "learner_proposal_received_count",
+            Json::count(view.quorum.learned_entries),
+        ),
+        (
+            "learner_commit_received_count",
+            Json::count(view.quorum.learned_commits),
+        ),
     ];
     if let (Some(peer_state), Some(ensemble)) = (view.role.peer_state(), &view.config.ensemble) {
         values.push(("peer_state", Json::str(peer_state)));

@@ -390,6 +390,16 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             "Learners this member synced by sending a snapshot, since start or srst.",
             quorum.learner_syncs.snapshots,
         ),
+        (
+            "learner_proposal_received_count",
+            "Entries this member logged as learner, since start or srst.",
+            quorum.learned_entries,
+        ),
+        (
+            "learner_commit_received_count",
+            "Entries this member learned committed as learner, since start or srst.",
+            quorum.learned_commits,
+        ),
     ] {
         out.family(name, help, "counter");
         out.sample(name, &[], value as f64);
