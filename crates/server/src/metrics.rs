@@ -280,8 +280,7 @@ pub fn render(view: &View<'_>) -> String {
             if view.role.is_serving() { 1.0 } else { 0.0 },
         ),
     ] {
-        out.family(name, help, "gauge");
-        out.sample(name, &[], value);
+        out.scalar(name, help, "gauge", value);
     }
     out.family(
         "zoolog_server_role",
@@ -311,8 +310,7 @@ pub fn render(view: &View<'_>) -> String {
             log.batches_committed,
         ),
     ] {
-        out.family(name, help, "counter");
-        out.sample(name, &[], value as f64);
+        out.scalar(name, help, "counter", value as f64);
     }
     let metrics = view.metrics;
     out.family(
@@ -401,22 +399,22 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             quorum.learned_commits,
         ),
     ] {
-        out.family(name, help, "counter");
-        out.sample(name, &[], value as f64);
+        out.scalar(name, help, "counter", value as f64);
     }
     if let Some(ensemble) = &view.config.ensemble {
-        out.family("quorum_size", "Voting members of the ensemble.", "gauge");
-        out.sample("quorum_size", &[], ensemble.participants().count() as f64);
+        let voting_members = ensemble.participants().count() as f64;
+        out.scalar(
+            "quorum_size",
+            "Voting members of the ensemble.",
+            "gauge",
+            voting_members,
+        );
     }
     if matches!(view.role, Role::Leader { .. }) {
-        out.family(
+        out.scalar(
             "leader_uptime",
             "Time since this member began to lead, in ms.",
             "gauge",
-        );
-        out.sample(
-            "leader_uptime",
-            &[],
             view.leader_report.leading_for_ms as f64,
         );
     }
@@ -432,6 +430,12 @@ impl Exposition {
     fn family(&mut self, name: &str, help: &str, kind: &str) {
         let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// A family of one unlabelled sample.
+    fn scalar(&mut self, name: &str, help: &str, kind: &str, value: f64) {
+        self.family(name, help, kind);
+        self.sample(name, &[], value);
     }
 
     /// A summary of times in ms without quantiles, from their sum in µs and their count.
