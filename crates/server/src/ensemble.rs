@@ -81,13 +81,13 @@ pub struct Ensemble {
     replica: Arc<ReplicaLog>,
     entry_bytes_max: usize,
     tasks: Vec<JoinHandle<()>>,
-    board: Arc<Mutex<LeaderBoard>>,
+    board: Arc<Mutex<OperatorBoard>>,
     traffic: Arc<PeerTraffics>,
 }
 
 /// What the protocol task publishes for the operator views, which read it synchronously.
 #[derive(Default)]
-struct LeaderBoard {
+struct OperatorBoard {
     /// Refreshed on every tick and status change; empty unless leading.
     learners: Vec<LearnerStatus>,
     /// Of this leadership's proposals.
@@ -99,7 +99,7 @@ struct LeaderBoard {
     leading_since: Option<Instant>,
 }
 
-impl LeaderBoard {
+impl OperatorBoard {
     fn status_changed(&mut self, status: Status, now: Instant) {
         match status {
             Status::Looking => {
@@ -318,7 +318,7 @@ impl Ensemble {
             traffic.clone(),
             inbox_tx,
         )));
-        let board = Arc::new(Mutex::new(LeaderBoard::default()));
+        let board = Arc::new(Mutex::new(OperatorBoard::default()));
         board
             .lock()
             .expect("the board's holders never panic")
@@ -584,7 +584,7 @@ struct Driver {
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
     clock: Instant,
-    board: Arc<Mutex<LeaderBoard>>,
+    board: Arc<Mutex<OperatorBoard>>,
     /// The protocol's learner syncs as last added to the board's counters.
     learner_syncs_published: LearnerSyncs,
     /// Appends the replica's queue had no room for, in order, handed to it as its writer
@@ -691,7 +691,7 @@ impl Driver {
         }
     }
 
-    fn board(&self) -> std::sync::MutexGuard<'_, LeaderBoard> {
+    fn board(&self) -> std::sync::MutexGuard<'_, OperatorBoard> {
         self.board.lock().expect("the board's holders never panic")
     }
 
@@ -1213,7 +1213,7 @@ mod tests {
     #[test]
     fn the_board_counts_lookings_and_times_a_voters_elections_only() {
         let start = Instant::now();
-        let mut board = LeaderBoard::default();
+        let mut board = OperatorBoard::default();
         board.status_changed(Status::Looking, start);
         board.status_changed(
             serving(ServingRole::Leader),
