@@ -353,7 +353,8 @@ pub fn render(view: &View<'_>) -> String {
 }
 
 /// ZooKeeper's metrics of an ensemble member's elections, quorum and leadership, under its
-/// names (its Prometheus provider's counters have no `_total`).
+/// names, as its ServerMetrics registers them (without `_total`; not compared with the output of
+/// its Prometheus provider, which Debian's package does not ship).
 fn render_quorum(view: &View<'_>, out: &mut Exposition) {
     let quorum = &view.quorum;
     out.summary_ms(
