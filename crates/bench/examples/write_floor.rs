@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use zoolog_bench::floor::{overwrite_syncs, percentile, quorum_syncs};
+use zoolog_bench::floor::{
+    overwrite_syncs, percentile, quorum_syncs, sustained_syncs, Stalls, STALL_US,
+};
 
 /// Set in the child process: the port it connects to and echoes on.
 const ECHO_PORT_ENV: &str = "ZOOLOG_WRITE_FLOOR_ECHO_PORT";
@@ -51,6 +53,18 @@ fn main() -> std::io::Result<()> {
         "the second of three overwrites + fdatasyncs started together on this disk (a durable \
          write to a quorum of three members that share it, no hops)",
         &quorum_us,
+    );
+    let sustained_us = sustained_syncs(&dir, 3, std::time::Duration::from_secs(3))?;
+    report(
+        "three writers overwriting + fdatasyncing freely for 3 s",
+        &sustained_us,
+    );
+    let stalls = Stalls::count(&sustained_us, STALL_US);
+    println!(
+        "  {} of those syncs took over {:.0} ms, the longest {:.1} ms",
+        stalls.over_threshold,
+        STALL_US / 1e3,
+        stalls.longest_us / 1e3
     );
     for &(placement, echo_cpu) in placements {
         pin_to_cpu(0)?;

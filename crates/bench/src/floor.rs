@@ -3,31 +3,95 @@
 //! 117 µs at the p50 in stored runs), so a run's summary states its disk's floor beside the
 //! servers' latencies. Members of an ensemble on one machine share its disk: their syncs of
 //! one write contend, and a write is durable on a quorum of three when the second of three
-//! syncs started together is done.
+//! syncs started together is done. Some hosts' disks also stall under a sustained load of syncs
+//! (10–20 ms about every 100 ms on one), which sets the create tails of both compared servers,
+//! so the floor also counts the stalls of three writers that sync freely for a few seconds.
 
 use std::fmt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Barrier;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One block, rewritten in place: the steady state of a log writing into recycled segments.
 const BLOCK_BYTES: usize = 4096;
 /// Syncs per measure of the summary's floor: about a second on a slow disk.
 const SUMMARY_SYNCS: usize = 2000;
+/// How long the summary's writers sync freely: long enough to meet a stall that comes every
+/// 100 ms thirty times.
+const SUSTAINED_MS: u64 = 3000;
+/// The summary's writers that sync freely: the members of a 3-server ensemble.
+const SUSTAINED_WRITERS: usize = 3;
+/// A sync slower than this is a stall: ten times a typical sync on the slower hosts measured,
+/// and about what a one-worker create through an ensemble takes there.
+pub const STALL_US: f64 = 2000.0;
 
 /// Overwrites of one already written block, each followed by fdatasync, in microseconds.
 pub fn overwrite_syncs(dir: &Path, syncs: usize) -> std::io::Result<Vec<f64>> {
-    let file = block_file(dir)?;
+    timed_overwrites(&block_file(dir)?, |done| done < syncs)
+}
+
+/// `writers` threads, each overwriting a block of a file of its own and fdatasyncing it again
+/// as soon as the last sync returns, for `duration` (and at least once): every sync's
+/// microseconds, all writers' together.
+pub fn sustained_syncs(
+    dir: &Path,
+    writers: usize,
+    duration: Duration,
+) -> std::io::Result<Vec<f64>> {
+    let until = Instant::now() + duration;
+    let per_writer: Vec<Vec<f64>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..writers)
+            .map(|_| {
+                scope.spawn(|| {
+                    timed_overwrites(&block_file(dir)?, |done| {
+                        done == 0 || Instant::now() < until
+                    })
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| thread.join().expect("a writer thread never panics"))
+            .collect::<std::io::Result<_>>()
+    })?;
+    Ok(per_writer.concat())
+}
+
+/// Overwrites `file`'s first block and fdatasyncs it while `go_on(syncs done so far)` says
+/// so: each round's microseconds.
+fn timed_overwrites(
+    file: &std::fs::File,
+    mut go_on: impl FnMut(usize) -> bool,
+) -> std::io::Result<Vec<f64>> {
     let block = [1u8; BLOCK_BYTES];
-    let mut samples = Vec::with_capacity(syncs);
-    for _ in 0..syncs {
+    let mut samples = Vec::new();
+    while go_on(samples.len()) {
         let started = Instant::now();
         file.write_all_at(&block, 0)?;
         file.sync_data()?;
         samples.push(started.elapsed().as_secs_f64() * 1e6);
     }
     Ok(samples)
+}
+
+/// What a sustained load of syncs met: how many there were, how many took longer than a
+/// threshold, and the longest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stalls {
+    pub syncs: usize,
+    pub over_threshold: usize,
+    pub longest_us: f64,
+}
+
+impl Stalls {
+    pub fn count(samples_us: &[f64], threshold_us: f64) -> Stalls {
+        Stalls {
+            syncs: samples_us.len(),
+            over_threshold: samples_us.iter().filter(|&&us| us > threshold_us).count(),
+            longest_us: samples_us.iter().copied().fold(0.0, f64::max),
+        }
+    }
 }
 
 /// Rounds in which `members` threads each overwrite a block of a file of their own and
@@ -108,6 +172,7 @@ pub struct DiskFloor {
     sync_p99_us: f64,
     quorum_p50_us: f64,
     quorum_p99_us: f64,
+    sustained: Stalls,
 }
 
 impl DiskFloor {
@@ -115,11 +180,14 @@ impl DiskFloor {
     pub fn measure(dir: &Path) -> std::io::Result<DiskFloor> {
         let syncs = overwrite_syncs(dir, SUMMARY_SYNCS)?;
         let quorums = quorum_syncs(dir, 3, SUMMARY_SYNCS)?;
+        let sustained =
+            sustained_syncs(dir, SUSTAINED_WRITERS, Duration::from_millis(SUSTAINED_MS))?;
         Ok(DiskFloor {
             sync_p50_us: percentile(&syncs, 0.5),
             sync_p99_us: percentile(&syncs, 0.99),
             quorum_p50_us: percentile(&quorums, 0.5),
             quorum_p99_us: percentile(&quorums, 0.99),
+            sustained: Stalls::count(&sustained, STALL_US),
         })
     }
 }
@@ -130,8 +198,17 @@ impl fmt::Display for DiskFloor {
             f,
             "a 4 KiB overwrite + fdatasync p50 {:.0} µs / p99 {:.0} µs; the second of three \
              started together (a quorum of three members sharing the disk) p50 {:.0} µs / p99 \
-             {:.0} µs",
-            self.sync_p50_us, self.sync_p99_us, self.quorum_p50_us, self.quorum_p99_us
+             {:.0} µs; {SUSTAINED_WRITERS} writers syncing freely for {:.0} s: {} syncs, {} over \
+             {:.0} ms, the longest {:.1} ms",
+            self.sync_p50_us,
+            self.sync_p99_us,
+            self.quorum_p50_us,
+            self.quorum_p99_us,
+            SUSTAINED_MS as f64 / 1e3,
+            self.sustained.syncs,
+            self.sustained.over_threshold,
+            STALL_US / 1e3,
+            self.sustained.longest_us / 1e3,
         )
     }
 }
@@ -172,10 +249,35 @@ mod tests {
     }
 
     #[test]
+    fn stalls_count_the_syncs_over_the_threshold_and_the_longest() {
+        let stalls = Stalls::count(&[120.0, 2000.0, 2000.5, 150.0, 17000.0], 2000.0);
+        assert_eq!(
+            stalls,
+            Stalls {
+                syncs: 5,
+                over_threshold: 2,
+                longest_us: 17000.0,
+            }
+        );
+        assert_eq!(Stalls::count(&[], 2000.0).longest_us, 0.0);
+    }
+
+    #[test]
+    fn sustained_writers_each_sync_until_the_time_is_up() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let started = Instant::now();
+        let samples = sustained_syncs(dir.path(), 3, Duration::from_millis(100)).expect("syncs");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(samples.len() >= 3, "each writer syncs at least once");
+        assert!(samples.iter().all(|&us| us > 0.0));
+    }
+
+    #[test]
     fn a_missing_directory_is_an_error_not_a_hang() {
         let dir = tempfile::tempdir().expect("temp dir");
         let missing = dir.path().join("missing");
         assert!(quorum_syncs(&missing, 3, 5).is_err());
+        assert!(sustained_syncs(&missing, 3, Duration::from_millis(10)).is_err());
         assert!(DiskFloor::measure(&missing).is_err());
     }
 
