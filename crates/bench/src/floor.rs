@@ -40,22 +40,26 @@ pub fn sustained_syncs(
     duration: Duration,
 ) -> std::io::Result<Vec<f64>> {
     let until = Instant::now() + duration;
-    let per_writer: Vec<Vec<f64>> = std::thread::scope(|scope| {
-        let threads: Vec<_> = (0..writers)
-            .map(|_| {
-                scope.spawn(|| {
-                    timed_overwrites(&block_file(dir)?, |done| {
-                        done == 0 || Instant::now() < until
-                    })
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|thread| thread.join().expect("a writer thread never panics"))
-            .collect::<std::io::Result<_>>()
+    let per_writer = on_threads(writers, || {
+        timed_overwrites(&block_file(dir)?, |done| {
+            done == 0 || Instant::now() < until
+        })
     })?;
     Ok(per_writer.concat())
+}
+
+/// Runs `work` on `count` threads at once: their results, or the first error.
+fn on_threads<T: Send>(
+    count: usize,
+    work: impl Fn() -> std::io::Result<T> + Sync,
+) -> std::io::Result<Vec<T>> {
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..count).map(|_| scope.spawn(&work)).collect();
+        threads
+            .into_iter()
+            .map(|thread| thread.join().expect("a measuring thread never panics"))
+            .collect()
+    })
 }
 
 /// Overwrites `file`'s first block and fdatasyncs it while `go_on(syncs done so far)` says
@@ -100,15 +104,7 @@ pub fn quorum_syncs(dir: &Path, members: usize, rounds: usize) -> std::io::Resul
     assert!(members > 0, "a quorum of no members");
     let start = Barrier::new(members);
     // Per member, per round: when it started (left the barrier) and when its sync returned.
-    let spans: Vec<Vec<(Instant, Instant)>> = std::thread::scope(|scope| {
-        let threads: Vec<_> = (0..members)
-            .map(|_| scope.spawn(|| member_syncs(dir, &start, rounds)))
-            .collect();
-        threads
-            .into_iter()
-            .map(|thread| thread.join().expect("a member thread never panics"))
-            .collect::<std::io::Result<_>>()
-    })?;
+    let spans = on_threads(members, || member_syncs(dir, &start, rounds))?;
     Ok((0..rounds)
         .map(|round| {
             let round_spans: Vec<(Instant, Instant)> =
