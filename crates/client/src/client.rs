@@ -346,7 +346,7 @@ impl Client {
             .into_iter()
             .map(|result| match result {
                 MultiResult::GetData(reply) => Ok(Ok(ReadResult::Data {
-                    data: reply.data,
+                    data: reply.data.map(Vec::from),
                     stat: reply.stat,
                 })),
                 MultiResult::GetChildren(reply) => Ok(Ok(ReadResult::Children {
@@ -651,5 +651,5 @@ fn exists_result(response: Result<Response, Error>) -> Result<Option<Stat>, Erro
 }
 
 fn data_result(response: Response) -> Result<(Option<Vec<u8>>, Stat), Error> {
-    expect_response!(response, Response::GetData(reply) => (reply.data, reply.stat))
+    expect_response!(response, Response::GetData(reply) => (reply.data.map(Vec::from), reply.stat))
 }

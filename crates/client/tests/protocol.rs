@@ -131,7 +131,7 @@ async fn replies_cut_and_packed_any_way_reach_their_callers_in_order() {
                 panic!("expected getData, got {:?}", request.opcode())
             };
             let response = Response::GetData(GetDataResponse {
-                data: Some(get.path.repeat(xid as usize).into_bytes()),
+                data: Some(get.path.repeat(xid as usize).into_bytes().into()),
                 stat: Stat::default(),
             });
             let mut reply = Vec::new();
@@ -191,12 +191,12 @@ async fn a_frame_over_the_limit_drops_the_connection_and_the_session_resumes() {
         // prefix would take it as an answer.
         let mut reply = Vec::new();
         let empty = Response::GetData(GetDataResponse {
-            data: Some(Vec::new()),
+            data: Some(Vec::new().into()),
             stat: Stat::default(),
         });
         encode_reply(xid, 1, Ok(&empty), &mut reply);
         let response = Response::GetData(GetDataResponse {
-            data: Some(vec![b'x'; PACKET_BYTES_MAX + 1 - reply.len()]),
+            data: Some(vec![b'x'; PACKET_BYTES_MAX + 1 - reply.len()].into()),
             stat: Stat::default(),
         });
         reply.clear();

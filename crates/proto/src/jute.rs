@@ -1,6 +1,8 @@
 //! The jute binary encoding: big-endian integers, length-prefixed strings, buffers and vectors,
 //! with −1 as the null length.
 
+use bytes::Bytes;
+
 use crate::DecodeError;
 
 /// A value with a jute encoding.
@@ -107,19 +109,38 @@ impl Jute for bool {
 /// difference, so both survive a round trip.
 impl Jute for Option<Vec<u8>> {
     fn write_to(&self, out: &mut Vec<u8>) {
-        match self {
-            None => (-1i32).write_to(out),
-            Some(bytes) => {
-                (bytes.len() as i32).write_to(out);
-                out.extend_from_slice(bytes);
-            }
-        }
+        write_buffer(self.as_deref(), out);
     }
     fn read_from(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match reader.length(1)? {
-            None => Ok(None),
-            Some(length) => Ok(Some(reader.take(length)?.to_vec())),
+        Ok(read_buffer(reader)?.map(<[u8]>::to_vec))
+    }
+}
+
+/// The same nullable buffer, held where it can be shared without a copy: a server answers
+/// reads with the very bytes its tree holds.
+impl Jute for Option<Bytes> {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        write_buffer(self.as_deref(), out);
+    }
+    fn read_from(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(read_buffer(reader)?.map(Bytes::copy_from_slice))
+    }
+}
+
+fn write_buffer(buffer: Option<&[u8]>, out: &mut Vec<u8>) {
+    match buffer {
+        None => (-1i32).write_to(out),
+        Some(bytes) => {
+            (bytes.len() as i32).write_to(out);
+            out.extend_from_slice(bytes);
         }
+    }
+}
+
+fn read_buffer<'a>(reader: &mut Reader<'a>) -> Result<Option<&'a [u8]>, DecodeError> {
+    match reader.length(1)? {
+        None => Ok(None),
+        Some(length) => Ok(Some(reader.take(length)?)),
     }
 }
 
@@ -211,4 +232,22 @@ macro_rules! jute_record {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_and_owned_buffers_have_one_wire_form() {
+        for buffer in [None, Some(Vec::new()), Some(b"value".to_vec())] {
+            let mut owned = Vec::new();
+            buffer.write_to(&mut owned);
+            let mut shared = Vec::new();
+            buffer.clone().map(Bytes::from).write_to(&mut shared);
+            assert_eq!(owned, shared);
+            let decoded = Option::<Bytes>::read_from(&mut Reader::new(&shared)).expect("decodes");
+            assert_eq!(decoded.as_deref(), buffer.as_deref());
+        }
+    }
 }

@@ -24,7 +24,7 @@ pub use connect::{ConnectRequest, ConnectResponse};
 pub use jute::{Jute, Reader};
 pub use records::*;
 pub use request::Request;
-pub use response::{encode_notification, encode_reply, MultiResult, Response};
+pub use response::{encode_notification, encode_reply, MultiResult, Response, REPLY_BYTES_MIN};
 
 /// ZooKeeper's default `jute.maxbuffer`: the largest frame a server accepts (1 MiB − 1).
 pub const PACKET_BYTES_MAX_DEFAULT: usize = 0xfffff;
@@ -67,8 +67,16 @@ pub fn frame_length(prefix: [u8; 4], bytes_max: usize) -> Result<usize, FrameToo
 
 /// Prepends the 4-byte length to a payload.
 pub fn framed(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + payload.len());
-    out.extend_from_slice(&(payload.len() as i32).to_be_bytes());
-    out.extend_from_slice(payload);
+    frame_with(payload.len(), |out| out.extend_from_slice(payload))
+}
+
+/// A frame in a buffer of its own, its payload encoded in place by `encode` behind the length
+/// prefix, so that framing copies nothing; the buffer starts with room for `payload_bytes_hint`.
+pub fn frame_with(payload_bytes_hint: usize, encode: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + payload_bytes_hint);
+    out.extend_from_slice(&[0; 4]);
+    encode(&mut out);
+    let length = i32::try_from(out.len() - 4).expect("a frame's payload fits its length prefix");
+    out[..4].copy_from_slice(&length.to_be_bytes());
     out
 }

@@ -4,6 +4,8 @@ use crate::jute_record;
 
 /// Nullable node data: `None` is the null buffer (length −1), distinct from empty.
 pub type Data = Option<Vec<u8>>;
+/// Nullable node data as a server's tree holds it and hands it out, without copying.
+pub type SharedData = Option<bytes::Bytes>;
 
 jute_record! {
     /// An identity: `world:anyone`, `digest:user:hash`, `ip:10.0.0.0/8`, `auth:`…
@@ -97,7 +99,7 @@ jute_record! {
 }
 
 jute_record! {
-    pub struct GetDataResponse { pub data: Data, pub stat: Stat }
+    pub struct GetDataResponse { pub data: SharedData, pub stat: Stat }
 }
 
 jute_record! {

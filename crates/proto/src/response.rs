@@ -108,6 +108,23 @@ impl MultiResult {
 }
 
 impl Response {
+    /// The bytes of node data the reply carries: most of a read's reply, and all of its size
+    /// that varies with the node.
+    pub fn data_bytes(&self) -> usize {
+        let data = |reply: &GetDataResponse| reply.data.as_ref().map_or(0, |data| data.len());
+        match self {
+            Response::GetData(reply) => data(reply),
+            Response::Multi(results) => results
+                .iter()
+                .map(|result| match result {
+                    MultiResult::GetData(reply) => data(reply),
+                    _ => 0,
+                })
+                .sum(),
+            _ => 0,
+        }
+    }
+
     pub fn write_to(&self, out: &mut Vec<u8>) {
         match self {
             Response::Empty => {}
@@ -180,6 +197,10 @@ fn read_multi_results(reader: &mut Reader<'_>) -> Result<Vec<MultiResult>, Decod
 
 /// A whole reply frame payload (without the length prefix): header, then the body on success.
 /// On error only the header is sent: clients never read a body after a non-zero err.
+/// Room for a reply's header and its fixed-size fields, to which [`Response::data_bytes`]
+/// adds what varies, so that one buffer of that size takes most replies whole.
+pub const REPLY_BYTES_MIN: usize = 128;
+
 pub fn encode_reply(xid: i32, zxid: i64, result: Result<&Response, ErrorCode>, out: &mut Vec<u8>) {
     match result {
         Ok(response) => {

@@ -199,8 +199,10 @@ fn multi_result() -> impl Strategy<Value = MultiResult> {
         stat().prop_map(|stat| MultiResult::SetData(StatResponse { stat })),
         Just(MultiResult::Check),
         strings().prop_map(|children| MultiResult::GetChildren(GetChildrenResponse { children })),
-        (data(), stat())
-            .prop_map(|(data, stat)| MultiResult::GetData(GetDataResponse { data, stat })),
+        (data(), stat()).prop_map(|(data, stat)| MultiResult::GetData(GetDataResponse {
+            data: data.map(Into::into),
+            stat
+        })),
         error_code().prop_map(MultiResult::Error),
     ]
 }
@@ -216,7 +218,10 @@ fn response() -> impl Strategy<Value = (OpCode, Response)> {
         stat().prop_map(|stat| (OpCode::Exists, Response::Stat(StatResponse { stat }))),
         (data(), stat()).prop_map(|(data, stat)| (
             OpCode::GetData,
-            Response::GetData(GetDataResponse { data, stat })
+            Response::GetData(GetDataResponse {
+                data: data.map(Into::into),
+                stat
+            })
         )),
         (vec(acl(), 0..4), stat()).prop_map(|(acl, stat)| (
             OpCode::GetAcl,

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use zoolog_log::OrderingLayer;
 use zoolog_proto::{
-    encode_notification, encode_reply, framed, ClientInfo, ConnectRequest, ConnectResponse,
-    DecodeError, ErrorCode, Id, Jute, OpCode, PathRequest, Request, Response, WatcherType,
-    WhoAmIResponse,
+    encode_notification, encode_reply, frame_with, framed, ClientInfo, ConnectRequest,
+    ConnectResponse, DecodeError, ErrorCode, Id, Jute, OpCode, PathRequest, Request, Response,
+    WatcherEvent, WatcherType, WhoAmIResponse, REPLY_BYTES_MIN,
 };
 use zoolog_tree::{
     Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid,
@@ -1019,9 +1019,7 @@ impl Core {
 
     /// Queues an error reply in request order; reply zxid −1 as the reference server sends.
     fn queue_error(&mut self, connection: ConnectionId, xid: i32, code: ErrorCode, close: bool) {
-        let mut bytes = Vec::new();
-        encode_reply(xid, -1, Err(code), &mut bytes);
-        self.queue_ready(connection, framed(&bytes), close);
+        self.queue_ready(connection, reply_frame(xid, -1, Err(code)), close);
     }
 
     fn queue_ready(&mut self, connection: ConnectionId, bytes: Vec<u8>, close: bool) {
@@ -1129,13 +1127,12 @@ impl Core {
         result: Result<&Response, ErrorCode>,
         close: bool,
     ) {
-        let mut bytes = Vec::with_capacity(64);
-        encode_reply(xid, zxid, result, &mut bytes);
+        let bytes = reply_frame(xid, zxid, result);
         if let Some(state) = self.connections.get_mut(&connection) {
             state.stats.on_reply(zxid, self.now.monotonic_ms);
             self.stats.latency_ms.record(state.stats.last_latency_ms);
         }
-        self.write(connection, framed(&bytes), true);
+        self.write(connection, bytes, true);
         if close {
             self.close(connection);
         }
@@ -1284,9 +1281,7 @@ impl Core {
             .watches
             .set_watches(&self.tree, connection, relative_zxid, lists);
         for event in events {
-            let mut bytes = Vec::new();
-            encode_notification(-1, &event, &mut bytes);
-            self.write(connection, framed(&bytes), false);
+            self.write(connection, notification_frame(-1, &event), false);
         }
         self.reply(connection, xid, Ok(&Response::Empty));
     }
@@ -1463,9 +1458,7 @@ impl Core {
             connections.get(&connection).map(|c| &*c.identities)
         });
         for (connection, event) in events {
-            let mut bytes = Vec::new();
-            encode_notification(position, &event, &mut bytes);
-            self.write(connection, framed(&bytes), false);
+            self.write(connection, notification_frame(position, &event), false);
         }
     }
 
@@ -1543,22 +1536,13 @@ impl Core {
             xid, cxid,
             "writes of one connection are applied in the order they were appended"
         );
-        let mut bytes = Vec::with_capacity(64);
-        encode_reply(
-            xid,
-            position,
-            result.as_ref().map_err(|code| *code),
-            &mut bytes,
-        );
+        let bytes = reply_frame(xid, position, result.as_ref().map_err(|code| *code));
         state.stats.on_reply(position, self.now.monotonic_ms);
         self.stats.latency_ms.record(state.stats.last_latency_ms);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
         self.metrics.record_request(opcode, latency_us);
         self.stats.update_latency_us.record(latency_us);
-        *slot = Slot::Ready {
-            bytes: framed(&bytes),
-            close,
-        };
+        *slot = Slot::Ready { bytes, close };
         self.drain(connection);
     }
 
@@ -1663,6 +1647,21 @@ fn client_info(id: &Id) -> ClientInfo {
         auth_scheme: id.scheme.clone(),
         user,
     }
+}
+
+/// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
+fn reply_frame(xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>) -> Vec<u8> {
+    let data_bytes = result.map_or(0, Response::data_bytes);
+    frame_with(REPLY_BYTES_MIN + data_bytes, |out| {
+        encode_reply(xid, zxid, result, out)
+    })
+}
+
+/// A watch notification's frame.
+fn notification_frame(zxid: Zxid, event: &WatcherEvent) -> Vec<u8> {
+    frame_with(REPLY_BYTES_MIN + event.path.len(), |out| {
+        encode_notification(zxid, event, out)
+    })
 }
 
 #[cfg(test)]

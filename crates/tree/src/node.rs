@@ -2,7 +2,7 @@
 
 use imbl::OrdSet;
 use std::sync::Arc;
-use zoolog_proto::{Acl, Stat};
+use zoolog_proto::{Acl, SharedData, Stat};
 
 /// What kind of node this is; decides ephemeral cleanup and reaping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,8 +15,9 @@ pub(crate) enum NodeKind {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
-    /// `None` is the null buffer, which clients see as distinct from empty.
-    pub data: Option<Arc<[u8]>>,
+    /// `None` is the null buffer, which clients see as distinct from empty. Reads hand out
+    /// clones of it, so a value is never copied to answer them.
+    pub data: SharedData,
     /// Shared with the parent when equal, so a million children of one ACL cost one list.
     pub acl: Arc<Vec<Acl>>,
     pub kind: NodeKind,
@@ -61,10 +62,6 @@ impl Node {
             num_children,
             pzxid: self.pzxid,
         }
-    }
-
-    pub fn data_vec(&self) -> Option<Vec<u8>> {
-        self.data.as_ref().map(|data| data.to_vec())
     }
 
     pub fn child_names(&self) -> Vec<String> {

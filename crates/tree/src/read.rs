@@ -101,7 +101,7 @@ impl DataTree {
     fn get_data(&self, path: &str, identities: &[Id]) -> Result<GetDataResponse, ErrorCode> {
         let node = self.readable_node(path, identities)?;
         Ok(GetDataResponse {
-            data: node.data_vec(),
+            data: node.data.clone(),
             stat: node.stat(),
         })
     }

@@ -3,6 +3,8 @@
 //! ephemeral sets, quota roots, totals) is rebuilt on decode, and decode checks every invariant
 //! it relies on, so corrupt input is an error, never a panic.
 
+use bytes::Bytes;
+
 use crate::node::{Children, Node, NodeKind};
 use crate::path;
 use crate::tree::{DataTree, SessionInfo, CONFIG_PATH, QUOTA_PATH, ZOOKEEPER_PATH};
@@ -246,7 +248,7 @@ fn encode_node(path: &str, node: &Node, out: &mut Vec<u8>) {
 
 fn decode_node(reader: &mut Reader<'_>) -> Result<(String, Node), SnapshotError> {
     let path = String::read_from(reader)?;
-    let data = Option::<Vec<u8>>::read_from(reader)?.map(Arc::from);
+    let data = Option::<Vec<u8>>::read_from(reader)?.map(Bytes::from);
     let acl = Arc::new(Vec::<Acl>::read_from(reader)?);
     let czxid = i64::read_from(reader)?;
     let mzxid = i64::read_from(reader)?;

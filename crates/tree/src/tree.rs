@@ -1,6 +1,8 @@
 //! The data tree: state, apply, sessions, the reaper, and the two primitives every mutation goes
 //! through (`insert_node`, `remove_node`) so bookkeeping lives in one place.
 
+use bytes::Bytes;
+
 use crate::acl;
 use crate::node::{Children, Node, NodeKind};
 use crate::path;
@@ -9,7 +11,7 @@ use imbl::{GenericHashMap, OrdMap, OrdSet};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
-use zoolog_proto::{Acl, ErrorCode, EventType, Id, Response, Stat};
+use zoolog_proto::{Acl, ErrorCode, EventType, Id, Response, SharedData, Stat};
 
 /// Every znode by path, hashed with fixed keys: lookups only, never iterated, so no order can
 /// leak into results. Values are behind an `Arc` because the hash trie allocates all 32 slots of
@@ -183,7 +185,7 @@ impl DataTree {
     pub fn publish_membership(&mut self, text: &str, time_ms: i64) {
         let node = node_mut(&mut self.nodes, CONFIG_PATH).expect("built-in node");
         let old_bytes = node.data_length();
-        node.data = Some(Arc::from(text.as_bytes()));
+        node.data = Some(Bytes::copy_from_slice(text.as_bytes()));
         node.version = -1;
         node.mtime_ms = time_ms;
         self.data_bytes = self.data_bytes - old_bytes as u64 + text.len() as u64;
@@ -244,9 +246,13 @@ impl DataTree {
 
     /// A node's data (`None` inside for null data), stat and children, for inspection and tests.
     pub fn node(&self, path: &str) -> Option<(Option<Vec<u8>>, Stat, Vec<String>)> {
-        self.nodes
-            .get(path)
-            .map(|node| (node.data_vec(), node.stat(), node.child_names()))
+        self.nodes.get(path).map(|node| {
+            (
+                node.data.as_deref().map(<[u8]>::to_vec),
+                node.stat(),
+                node.child_names(),
+            )
+        })
     }
 
     /// Applies the committed entry at `zxid`. Every replica gets the same result from the same log.
@@ -559,7 +565,7 @@ impl DataTree {
     pub(crate) fn set_node_data(
         &mut self,
         path: &str,
-        data: Option<Arc<[u8]>>,
+        data: SharedData,
         txn: &mut Txn<'_>,
     ) -> Stat {
         let node = node_mut(&mut self.nodes, path).expect("node exists");
@@ -585,7 +591,7 @@ impl DataTree {
         };
         let old_length = node.data_length() as u64;
         let new_length = data.len() as u64;
-        node.data = Some(Arc::from(data));
+        node.data = Some(Bytes::from(data));
         self.data_bytes = self.data_bytes - old_length + new_length;
     }
 }
@@ -593,7 +599,7 @@ impl DataTree {
 impl Node {
     fn built_in(acl: Arc<Vec<Acl>>) -> Node {
         Node {
-            data: Some(Arc::from(Vec::new())),
+            data: Some(Bytes::new()),
             acl,
             kind: NodeKind::Persistent,
             czxid: 0,

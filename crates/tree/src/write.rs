@@ -1,6 +1,8 @@
 //! Client writes (§5.1, §5.2, §5.5, §5.7, §9.3): each check in ZooKeeper's order, the first
 //! failure deciding the error code, and nothing mutated before every check has passed.
 
+use bytes::Bytes;
+
 use crate::acl;
 use crate::node::{Children, Node, NodeKind};
 use crate::path;
@@ -178,7 +180,7 @@ impl DataTree {
             Arc::new(acl)
         };
         let node = Node {
-            data: args.data.as_deref().map(Arc::from),
+            data: args.data.as_deref().map(Bytes::copy_from_slice),
             acl,
             kind,
             czxid: txn.zxid,
@@ -240,7 +242,11 @@ impl DataTree {
             data_length(&request.data) - node.data_length() as i64,
         )?;
         check_version(node.version, request.version)?;
-        Ok(self.set_node_data(&request.path, request.data.as_deref().map(Arc::from), txn))
+        Ok(self.set_node_data(
+            &request.path,
+            request.data.as_deref().map(Bytes::copy_from_slice),
+            txn,
+        ))
     }
 
     /// §5.7: bumps aversion only, fires nothing.

@@ -2,6 +2,7 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::*;
 use std::sync::Arc;
 use zoolog_proto::*;
@@ -98,7 +99,7 @@ fn fresh_tree_has_the_built_in_nodes_with_their_quirks() {
     assert_eq!(
         data,
         Ok(Response::GetData(GetDataResponse {
-            data: Some(vec![]),
+            data: Some(Bytes::new()),
             stat: Stat {
                 cversion: -2,
                 num_children: 2,
@@ -196,7 +197,7 @@ fn null_and_empty_data_are_kept_apart() {
         other => panic!("{other:?}"),
     };
     assert_eq!(get(&h, "/null"), (None, 0));
-    assert_eq!(get(&h, "/empty"), (Some(vec![]), 0));
+    assert_eq!(get(&h, "/empty"), (Some(Bytes::new()), 0));
     h.write(Request::SetData(SetDataRequest {
         path: "/empty".into(),
         data: None,

@@ -962,7 +962,7 @@ impl World {
                     let stat = if pending.kind == Kind::GetData {
                         let r = GetDataResponse::read_from(&mut Reader::new(body))
                             .map_err(|e| format!("getData reply: {e}"))?;
-                        Some((r.data, r.stat))
+                        Some((r.data.map(Vec::from), r.stat))
                     } else {
                         let stat = Stat::read_from(&mut Reader::new(body))
                             .map_err(|e| format!("exists reply: {e}"))?;
