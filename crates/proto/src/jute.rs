@@ -127,7 +127,8 @@ impl Jute for Option<Bytes> {
     }
 }
 
-fn write_buffer(buffer: Option<&[u8]>, out: &mut Vec<u8>) {
+/// Writes a nullable buffer (length −1 for null) from wherever its bytes are.
+pub fn write_buffer(buffer: Option<&[u8]>, out: &mut Vec<u8>) {
     match buffer {
         None => (-1i32).write_to(out),
         Some(bytes) => {

@@ -11,6 +11,7 @@ use crate::tree::{DataTree, SessionInfo, CONFIG_PATH, QUOTA_PATH, ZOOKEEPER_PATH
 use crate::TreeConfig;
 use imbl::OrdSet;
 use std::sync::Arc;
+use zoolog_proto::jute::write_buffer;
 use zoolog_proto::{Acl, DecodeError, Jute, Reader};
 
 /// The last byte is the format version. Version 2 added each session's `touched_at` and
@@ -73,7 +74,7 @@ impl DataTree {
         for (session_id, session) in &self.sessions {
             session_id.write_to(&mut out);
             session.timeout_ms.write_to(&mut out);
-            write_bytes(Some(&session.password), &mut out);
+            write_buffer(Some(&session.password), &mut out);
             session.touched_at.write_to(&mut out);
             (session.owner as i64).write_to(&mut out);
             flush_if_full(&mut out)?;
@@ -205,20 +206,9 @@ fn read_count(reader: &mut Reader<'_>, min_bytes_each: usize) -> Result<u64, Sna
     Ok(count)
 }
 
-/// A nullable buffer, written without copying the node's shared bytes.
-fn write_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
-    match bytes {
-        None => (-1i32).write_to(out),
-        Some(bytes) => {
-            (bytes.len() as i32).write_to(out);
-            out.extend_from_slice(bytes);
-        }
-    }
-}
-
 fn encode_node(path: &str, node: &Node, out: &mut Vec<u8>) {
     path.to_owned().write_to(out);
-    write_bytes(node.data.as_deref(), out);
+    write_buffer(node.data.as_deref(), out);
     node.acl.write_to(out);
     for value in [
         node.czxid,
