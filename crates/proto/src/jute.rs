@@ -116,8 +116,8 @@ impl Jute for Option<Vec<u8>> {
     }
 }
 
-/// The same nullable buffer, held where it can be shared without a copy: a server answers
-/// reads with the very bytes its tree holds.
+/// The same nullable buffer, held where it can be shared without a copy: a server's read
+/// replies share the bytes its tree holds until they are encoded.
 impl Jute for Option<Bytes> {
     fn write_to(&self, out: &mut Vec<u8>) {
         write_buffer(self.as_deref(), out);

@@ -195,12 +195,12 @@ fn read_multi_results(reader: &mut Reader<'_>) -> Result<Vec<MultiResult>, Decod
     }
 }
 
-/// A whole reply frame payload (without the length prefix): header, then the body on success.
-/// On error only the header is sent: clients never read a body after a non-zero err.
 /// Room for a reply's header and its fixed-size fields, to which [`Response::data_bytes`]
 /// adds what varies, so that one buffer of that size takes most replies whole.
 pub const REPLY_BYTES_MIN: usize = 128;
 
+/// A whole reply frame payload (without the length prefix): header, then the body on success.
+/// On error only the header is sent: clients never read a body after a non-zero err.
 pub fn encode_reply(xid: i32, zxid: i64, result: Result<&Response, ErrorCode>, out: &mut Vec<u8>) {
     match result {
         Ok(response) => {

@@ -831,9 +831,10 @@ impl Driver {
     fn count_committed(&self, entries: u64) {
         let leading = self.is_leading();
         let counters = &mut self.board().counters;
-        match leading {
-            true => counters.committed_entries += entries,
-            false => counters.learned_commits += entries,
+        if leading {
+            counters.committed_entries += entries;
+        } else {
+            counters.learned_commits += entries;
         }
     }
 

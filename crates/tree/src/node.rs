@@ -16,7 +16,7 @@ pub(crate) enum NodeKind {
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
     /// `None` is the null buffer, which clients see as distinct from empty. Reads hand out
-    /// clones of it, so a value is never copied to answer them.
+    /// clones of it, so a value is copied only once to answer them: into the reply's frame.
     pub data: SharedData,
     /// Shared with the parent when equal, so a million children of one ACL cost one list.
     pub acl: Arc<Vec<Acl>>,
