@@ -135,18 +135,22 @@ impl TailRecovery {
         &mut self,
         file: &Path,
         first_position: Position,
-        bytes: Bytes,
+        bytes: &[u8],
         is_last: bool,
     ) -> Result<SegmentVerdict, LogError> {
         self.check_chain(file, first_position)?;
-        let scan = scan_segment(&bytes, first_position);
+        let scan = scan_segment(bytes, first_position);
         let verdict = match scan.fault {
             None => SegmentVerdict::Intact,
             Some(fault) => judge_fault(file, fault, is_last)?,
         };
+        // Each entry gets bytes of its own: a slice would keep the whole segment buffer (a
+        // preallocated file, 64 MiB by default) alive for as long as any one entry lives, and
+        // an ensemble member holds its entries until the next snapshot.
         for (position, payload) in scan.entries.iter().cloned() {
             if position > self.snapshot_position {
-                self.tail.push((position, bytes.slice(payload)));
+                self.tail
+                    .push((position, Bytes::copy_from_slice(&bytes[payload])));
             }
         }
         self.next_position = Some(first_position + scan.entries.len() as Position);
@@ -249,10 +253,10 @@ mod tests {
             first in 1u64..1_000,
             is_last in any::<bool>(),
         ) {
-            let mut bytes = segment(first, intact).to_vec();
+            let mut bytes = segment(first, intact);
             bytes.extend_from_slice(&damage);
             let mut recovery = TailRecovery::new(first - 1);
-            if recovery.accept_segment(Path::new("s"), first, Bytes::from(bytes), is_last).is_ok() {
+            if recovery.accept_segment(Path::new("s"), first, &bytes, is_last).is_ok() {
                 let recovered = recovery.finish();
                 prop_assert!(recovered.tail.len() as u64 >= intact);
                 prop_assert_eq!(recovered.tail.first().map(|e| e.0), (intact > 0).then_some(first));
@@ -260,12 +264,12 @@ mod tests {
         }
     }
 
-    fn segment(first: Position, count: u64) -> Bytes {
+    fn segment(first: Position, count: u64) -> Vec<u8> {
         let mut out = Vec::new();
         for position in first..first + count {
             encode_record(position, format!("entry {position}").as_bytes(), &mut out);
         }
-        Bytes::from(out)
+        out
     }
 
     fn positions(tail: &[(Position, Bytes)]) -> Vec<Position> {
@@ -347,11 +351,11 @@ mod tests {
     fn tail_after_snapshot_spans_segments() {
         let mut recovery = TailRecovery::new(3);
         let verdict = recovery
-            .accept_segment(Path::new("a"), 1, segment(1, 5), false)
+            .accept_segment(Path::new("a"), 1, &segment(1, 5), false)
             .unwrap();
         assert_eq!(verdict, SegmentVerdict::Intact);
         recovery
-            .accept_segment(Path::new("b"), 6, segment(6, 2), true)
+            .accept_segment(Path::new("b"), 6, &segment(6, 2), true)
             .unwrap();
         let recovered = recovery.finish();
         assert_eq!(positions(&recovered.tail), vec![4, 5, 6, 7]);
@@ -363,7 +367,7 @@ mod tests {
     fn first_segment_must_reach_back_to_the_snapshot() {
         let mut recovery = TailRecovery::new(3);
         let error = recovery
-            .accept_segment(Path::new("segment-b"), 6, segment(6, 2), true)
+            .accept_segment(Path::new("segment-b"), 6, &segment(6, 2), true)
             .unwrap_err()
             .to_string();
         assert!(error.contains("positions 4..5 are missing"), "{error}");
@@ -373,10 +377,10 @@ mod tests {
     fn missing_segment_names_the_gap_and_the_file() {
         let mut recovery = TailRecovery::new(0);
         recovery
-            .accept_segment(Path::new("a"), 1, segment(1, 5), false)
+            .accept_segment(Path::new("a"), 1, &segment(1, 5), false)
             .unwrap();
         let error = recovery
-            .accept_segment(Path::new("segment-c"), 9, segment(9, 1), true)
+            .accept_segment(Path::new("segment-c"), 9, &segment(9, 1), true)
             .unwrap_err()
             .to_string();
         assert!(error.contains("segment-c"), "{error}");
@@ -385,12 +389,12 @@ mod tests {
 
     #[test]
     fn torn_end_of_last_segment_is_truncated() {
-        let mut bytes = segment(1, 3).to_vec();
+        let mut bytes = segment(1, 3);
         let valid = bytes.len() as u64;
         bytes.extend_from_slice(&segment(4, 1)[..10]);
         let mut recovery = TailRecovery::new(0);
         let verdict = recovery
-            .accept_segment(Path::new("a"), 1, Bytes::from(bytes), true)
+            .accept_segment(Path::new("a"), 1, &bytes, true)
             .unwrap();
         assert!(matches!(
             verdict,
@@ -401,11 +405,11 @@ mod tests {
 
     #[test]
     fn torn_end_of_an_earlier_segment_is_corruption() {
-        let mut bytes = segment(1, 3).to_vec();
+        let mut bytes = segment(1, 3);
         bytes.truncate(bytes.len() - 1);
         let mut recovery = TailRecovery::new(0);
         let error = recovery
-            .accept_segment(Path::new("segment-a"), 1, Bytes::from(bytes), false)
+            .accept_segment(Path::new("segment-a"), 1, &bytes, false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -416,12 +420,12 @@ mod tests {
 
     #[test]
     fn damage_before_intact_records_is_corruption_with_offset() {
-        let mut bytes = segment(1, 3).to_vec();
+        let mut bytes = segment(1, 3);
         let second_record_offset = bytes.len() / 3;
         bytes[second_record_offset + 20] ^= 1;
         let mut recovery = TailRecovery::new(0);
         let error = recovery
-            .accept_segment(Path::new("segment-a"), 1, Bytes::from(bytes), true)
+            .accept_segment(Path::new("segment-a"), 1, &bytes, true)
             .unwrap_err()
             .to_string();
         assert!(

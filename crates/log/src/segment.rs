@@ -29,8 +29,6 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
-
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
 use crate::fsync_stats::FsyncStats;
@@ -115,10 +113,10 @@ pub(crate) fn recover_wal(
     let to_read = &first_positions[start..];
     for (index, &first_position) in to_read.iter().enumerate() {
         let path = wal_dir.join(segment_file_name(first_position));
-        let bytes = Bytes::from(fs::read(&path).context(|| format!("read {}", path.display()))?);
+        let bytes = fs::read(&path).context(|| format!("read {}", path.display()))?;
         let file_bytes = bytes.len() as u64;
         let is_last = index + 1 == to_read.len();
-        let verdict = recovery.accept_segment(&path, first_position, bytes.clone(), is_last)?;
+        let verdict = recovery.accept_segment(&path, first_position, &bytes, is_last)?;
         let valid_bytes = match verdict {
             SegmentVerdict::Intact => file_bytes,
             SegmentVerdict::TruncateTornTail {

@@ -123,14 +123,13 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
     log_config.limits = config.wal_limits();
     let (log, recovered, committed) = SingleLog::open(log_config)?;
     let log = Arc::new(log);
-    let tree = recovered_tree(&config, recovered.snapshot.as_ref())?;
+    let (tree, recovered_snapshot) =
+        recover_from_snapshot(&config, recovered.snapshot, log.snapshot_store().dir())?;
     tracing::info!(
-        snapshot = recovered.snapshot.as_ref().map_or(0, |(p, _)| *p),
+        snapshot = recovered_snapshot.as_ref().map_or(0, |record| record.zxid),
         tail_entries = recovered.tail.len(),
         "recovered"
     );
-    let recovered_snapshot =
-        snapshot_record(recovered.snapshot.as_ref(), log.snapshot_store().dir());
     let result = serve(
         config,
         OrderingLog::Single(log.clone()),
@@ -152,12 +151,12 @@ async fn run_ensemble(config: ServerConfig) -> Result<(), ServeError> {
         snapshot,
         deliveries,
     } = Ensemble::start(&config).await?;
-    let tree = recovered_tree(&config, snapshot.as_ref())?;
+    let (tree, recovered_snapshot) =
+        recover_from_snapshot(&config, snapshot, ensemble.snapshot_dir())?;
     tracing::info!(
-        snapshot = snapshot.as_ref().map_or(0, |(p, _)| *p),
+        snapshot = recovered_snapshot.as_ref().map_or(0, |record| record.zxid),
         "recovered; looking for the ensemble's leader"
     );
-    let recovered_snapshot = snapshot_record(snapshot.as_ref(), ensemble.snapshot_dir());
     let result = serve(
         config,
         OrderingLog::Ensemble(ensemble.clone()),
@@ -171,28 +170,28 @@ async fn run_ensemble(config: ServerConfig) -> Result<(), ServeError> {
     result
 }
 
-fn recovered_tree(
+/// The tree the newest snapshot holds, and the record metrics report of it. It takes the
+/// snapshot's bytes so that they are freed once decoded, not held while the server runs.
+fn recover_from_snapshot(
     config: &ServerConfig,
-    snapshot: Option<&(u64, bytes::Bytes)>,
-) -> Result<DataTree, ServeError> {
+    snapshot: Option<(u64, bytes::Bytes)>,
+    snapshot_dir: &Path,
+) -> Result<(DataTree, Option<SnapshotRecord>), ServeError> {
     let tree_config = tree_config(config);
-    match snapshot {
-        Some((position, bytes)) => {
-            DataTree::decode_snapshot(bytes, tree_config).map_err(|error| ServeError::Snapshot {
-                position: *position,
-                reason: error.to_string(),
-            })
-        }
-        None => Ok(DataTree::new(tree_config)),
-    }
-}
-
-fn snapshot_record(snapshot: Option<&(u64, bytes::Bytes)>, dir: &Path) -> Option<SnapshotRecord> {
-    snapshot.map(|(position, bytes)| SnapshotRecord {
-        zxid: *position as i64,
+    let Some((position, bytes)) = snapshot else {
+        return Ok((DataTree::new(tree_config), None));
+    };
+    let tree =
+        DataTree::decode_snapshot(&bytes, tree_config).map_err(|error| ServeError::Snapshot {
+            position,
+            reason: error.to_string(),
+        })?;
+    let record = SnapshotRecord {
+        zxid: position as i64,
         size_bytes: bytes.len() as u64,
-        written_s: newest_file_mtime_s(dir),
-    })
+        written_s: newest_file_mtime_s(snapshot_dir),
+    };
+    Ok((tree, Some(record)))
 }
 
 /// Whichever ordering layer this server runs, for the parts of the shell that touch it.
