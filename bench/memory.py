@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""Resident memory of a server holding N znodes: starts zoolog or Apache ZooKeeper through
-tests/zk-server, creates N children of /m with 100-byte values (pipelined through kazoo), and
-prints the server process's RSS before, after, and after a restart (the tree rebuilt from its
-snapshot and log, without the garbage of the load). Apache's RSS includes the JVM's heap slack.
+"""Resident memory of a server holding N znodes: creates N children of /m with 100-byte values
+(pipelined through kazoo) and prints the server process's RSS before, after, and after a restart
+(the tree rebuilt from its snapshot and log, without the garbage of the load). Apache's RSS
+includes the JVM's heap slack.
+
+A standalone server starts through tests/zk-server. With --ensemble, a 3-member ensemble starts
+through tests/ensemble/ensemble.py, the load goes through the leader, and one follower is
+restarted: a member keeps the entries since its last snapshot in memory, so its restart shows
+what recovery holds on to as well.
 
     python3 bench/memory.py zoolog 200000
     python3 bench/memory.py apache 200000
+    python3 bench/memory.py zoolog 200000 --ensemble
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +26,10 @@ from kazoo.client import KazooClient
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "tests" / "zk-server"
 PIPELINE_DEPTH = 2000
+VALUE = b"x" * 100
+
+sys.path.insert(0, str(ROOT / "tests" / "ensemble"))
+from ensemble import Ensemble  # noqa: E402
 
 
 def rss_mib(pid: int) -> int:
@@ -28,37 +39,66 @@ def rss_mib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def load(hosts: str, count: int) -> None:
+    client = KazooClient(hosts=hosts, timeout=30)
+    client.start()
+    client.create("/m")
+    pending = []
+    for i in range(count):
+        pending.append(client.create_async(f"/m/n{i:07d}", VALUE))
+        if len(pending) >= PIPELINE_DEPTH:
+            [p.get() for p in pending]
+            pending = []
+    [p.get() for p in pending]
+    client.stop()
+    time.sleep(2)
+
+
 def launcher(env, *args) -> str:
     return subprocess.run([str(LAUNCHER), *args], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def main(kind: str, count: int) -> None:
+def standalone(kind: str, count: int) -> str:
     env = dict(os.environ, ZK_KIND=kind)
     directory = Path(tempfile.mkdtemp(prefix=f"memory-{kind}-"))
     port = launcher(env, "start", str(directory))
     pid = lambda: int((directory / "pid").read_text())  # noqa: E731 (the pid changes on restart)
     before = rss_mib(pid())
-    client = KazooClient(hosts=f"127.0.0.1:{port}", timeout=30)
-    client.start()
-    client.create("/m")
-    pending = []
-    for i in range(count):
-        pending.append(client.create_async(f"/m/n{i:07d}", b"x" * 100))
-        if len(pending) >= PIPELINE_DEPTH:
-            [p.get() for p in pending]
-            pending = []
-    [p.get() for p in pending]
-    time.sleep(2)
+    load(f"127.0.0.1:{port}", count)
     after = rss_mib(pid())
-    client.stop()
     launcher(env, "stop", str(directory))
     launcher(env, "restart", str(directory))
     time.sleep(1)
     recovered = rss_mib(pid())
     launcher(env, "stop", str(directory))
-    print(f"{kind}: {count} znodes of 100 bytes: RSS {before} MiB empty, {after} MiB loaded, "
-          f"{recovered} MiB after a restart")
+    return f"RSS {before} MiB empty, {after} MiB loaded, {recovered} MiB after a restart"
+
+
+def ensemble(kind: str, count: int) -> str:
+    directory = tempfile.mkdtemp(prefix=f"memory-ensemble-{kind}-")
+    members = Ensemble.create(directory, 3, kind=kind)
+    try:
+        members.up(timeout_s=90)
+        follower = members.followers()[0]
+        before = rss_mib(members.pid(follower))
+        load(members.hosts(members.leader()), count)
+        after = {sid: rss_mib(members.pid(sid)) for sid in members.ids}
+        members.stop(follower)
+        members.start(follower)
+        members.wait_quorum()
+        time.sleep(1)
+        recovered = rss_mib(members.pid(follower))
+    finally:
+        members.destroy()
+        shutil.rmtree(directory, ignore_errors=True)
+    loaded = ", ".join(f"server {sid} {mib}" for sid, mib in sorted(after.items()))
+    return (f"loaded RSS {loaded} MiB; follower {follower}: {before} MiB empty, "
+            f"{after[follower]} MiB loaded, {recovered} MiB after a restart")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    kind, count = sys.argv[1], int(sys.argv[2])
+    measure = ensemble if "--ensemble" in sys.argv[3:] else standalone
+    print(f"{kind}: {count} znodes of 100 bytes: {measure(kind, count)}")

@@ -144,9 +144,9 @@ impl TailRecovery {
             None => SegmentVerdict::Intact,
             Some(fault) => judge_fault(file, fault, is_last)?,
         };
-        // Each entry gets bytes of its own: a slice would keep the whole segment buffer (a
-        // preallocated file, 64 MiB by default) alive for as long as any one entry lives, and
-        // an ensemble member holds its entries until the next snapshot.
+        // Each entry gets bytes of its own: a slice would keep the whole segment buffer (up to
+        // 64 MiB by default, and a recycled file is that long) alive for as long as any one
+        // entry lives, and an ensemble member holds its entries until its next snapshot.
         for (position, payload) in scan.entries.iter().cloned() {
             if position > self.snapshot_position {
                 self.tail
