@@ -195,6 +195,33 @@ def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_st
         client.close()
 
 
+def test_mntr_startup_summaries_count_what_a_restart_loads_once_and_srst_clears_them(server_factory):
+    """ZooKeeper's dbinittime and startup_txns_* summaries: a restart loads the log's 30 creates
+    (and the session's own entries) once, in one load that takes at least as long as applying
+    them; srst clears these with the other server statistics."""
+    names = ("dbinittime", "startup_txns_loaded", "startup_txns_load_time")
+    server = server_factory()
+    client = KazooClient(hosts=server.hosts)
+    client.start()
+    for index in range(30):
+        client.create(f"/startup-{index}", b"v")
+    client.stop()
+    client.close()
+    server.stop()
+    server.restart()
+    wait_for(lambda: "zk_version" in server.four_letter("mntr"))  # Apache: serving after ruok
+    loaded = summaries(server, *names)
+    assert loaded["dbinittime"]["cnt"] == 1, loaded
+    assert loaded["startup_txns_loaded"]["cnt"] == 1, loaded
+    assert loaded["startup_txns_loaded"]["sum"] >= 30, loaded
+    assert loaded["startup_txns_load_time"]["cnt"] == 1, loaded
+    assert loaded["dbinittime"]["sum"] >= loaded["startup_txns_load_time"]["sum"], loaded
+
+    assert server.four_letter("srst") == "Server stats reset.\n"
+    reset = summaries(server, *names)
+    assert all(summary["cnt"] == 0 for summary in reset.values()), reset
+
+
 def test_mntr_counts_connection_requests_rejections_and_auth_failures(server_factory):
     """maxClientCnxns=1: with one client connected, a second connection from the same address is
     closed at once (connection_rejected); a session handshake is a connection request, a

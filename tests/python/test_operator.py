@@ -216,6 +216,44 @@ def test_snapshot_metrics_after_a_snapshot(server_factory):
     assert abs(snapshot["timestamp"] - time.time()) < 60
 
 
+def test_startup_metrics_count_one_load_of_the_log_and_srst_leaves_them(server_factory):
+    """ZooKeeper's dbinittime and startup_* summaries on /metrics: a first start loads nothing
+    from its empty log; a restart after 30 creates loads them (and the session's own entries)
+    once, with no snapshot at the default snapCount. srst leaves /metrics alone."""
+    port = free_port()
+    server = server_factory("admin.enableServer=true", f"admin.serverPort={port}")
+    first = scrape(port)
+    assert value(first, "dbinittime_count") == 1
+    assert value(first, "startup_txns_loaded_count") == 0
+    create_nodes(server, "/startup-", 30)
+    server.stop()
+    server.restart()
+    families = scrape(port)
+    assert value(families, "dbinittime_count") == 1
+    assert value(families, "startup_snap_load_time_count") == 0
+    assert value(families, "startup_txns_loaded_count") == 1
+    assert value(families, "startup_txns_loaded_sum") >= 30
+    assert value(families, "startup_txns_load_time_count") == 1
+    assert value(families, "dbinittime_sum") >= value(families, "startup_txns_load_time_sum")
+    assert server.four_letter("srst") == "Server stats reset.\n"
+    assert value(scrape(port), "dbinittime_count") == 1
+
+
+def test_startup_metrics_time_the_snapshot_a_restart_loads(server_factory):
+    port = free_port()
+    server = server_factory("admin.enableServer=true", f"admin.serverPort={port}", "snapCount=10")
+    create_nodes(server, "/startup-snap-", 40)
+    deadline = time.time() + 10
+    while int(command(port, "lsnp")["zxid"], 16) == 0:
+        assert time.time() < deadline, "no snapshot was written"
+        time.sleep(0.1)
+    server.stop()
+    server.restart()
+    families = scrape(port)
+    assert value(families, "startup_snap_load_time_count") == 1
+    assert value(families, "dbinittime_sum") >= value(families, "startup_snap_load_time_sum")
+
+
 def test_prometheus_provider_port_serves_metrics_only(server_factory):
     port = free_port()
     server = server_factory(f"metricsProvider.className={PROMETHEUS_CLASS}",

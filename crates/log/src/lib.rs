@@ -41,6 +41,7 @@ pub use limits::WalLimits;
 pub use replica::{
     Durable, ReplicaEntry, ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered,
 };
+pub use segment::ReadTimes;
 pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
 pub use snapshot::{SnapshotSink, SnapshotStore, SNAPSHOTS_RETAINED_MIN};
 pub use summary::Summary;

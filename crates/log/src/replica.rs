@@ -45,7 +45,8 @@ use crate::limits::WalLimits;
 use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::segment_file_name;
 use crate::segment::{
-    list_segments, purge_segments, recover_wal, truncate_file, ActiveSegment, SegmentWriter,
+    list_segments, purge_segments, read_snapshot_and_wal, truncate_file, ActiveSegment, ReadBack,
+    ReadTimes, SegmentWriter,
 };
 use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{LogStats, Position};
@@ -117,6 +118,7 @@ pub struct ReplicaRecovered {
     /// Every logged entry after the snapshot, consecutive. Not necessarily committed: the
     /// protocol decides which of them survive.
     pub entries: Vec<ReplicaEntry>,
+    pub read_times: ReadTimes,
 }
 
 impl ReplicaRecovered {
@@ -223,13 +225,17 @@ impl ReplicaLog {
         let epochs = read_epochs(&config.wal_dir)?;
         let snapshots =
             SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
-        let snapshot = snapshots.load_newest_valid()?;
+        let ReadBack {
+            snapshot,
+            tail: recovered_tail,
+            mut last_segment,
+            times: read_times,
+        } = read_snapshot_and_wal(&snapshots, &config.wal_dir)?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let shared = Arc::new(Shared {
             fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
             ..Shared::default()
         });
-        let (recovered_tail, mut last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
         if recovered_tail.wal_last_position < snapshot_position && last_segment.is_some() {
             // An install that crashed after saving its snapshot, or a snapshot of entries
             // applied before they were durable: the segments hold only positions the
@@ -307,6 +313,7 @@ impl ReplicaLog {
             epochs,
             snapshot,
             entries,
+            read_times,
         };
         Ok((log, recovered, durable_rx))
     }

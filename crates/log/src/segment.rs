@@ -28,6 +28,9 @@
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
 
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
@@ -37,6 +40,7 @@ use crate::recovery::{
     first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
     segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
 };
+use crate::snapshot::SnapshotStore;
 use crate::Position;
 
 /// First positions of the segment files in `wal_dir`, sorted.
@@ -98,9 +102,48 @@ pub(crate) struct LastSegment {
     pub next_position: Position,
 }
 
+/// How long opening a log spent reading what it recovered, for the server's start-up metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadTimes {
+    /// Reading and checking the newest valid snapshot's file.
+    pub snapshot_us: u64,
+    /// Reading the WAL's segments after it.
+    pub wal_us: u64,
+}
+
+/// What either log reads back when it opens.
+pub(crate) struct ReadBack {
+    pub snapshot: Option<(Position, Bytes)>,
+    pub tail: RecoveredTail,
+    pub last_segment: Option<LastSegment>,
+    pub times: ReadTimes,
+}
+
+/// Reads the newest valid snapshot, then the WAL's entries after it, timing each.
+pub(crate) fn read_snapshot_and_wal(
+    snapshots: &SnapshotStore,
+    wal_dir: &Path,
+) -> Result<ReadBack, LogError> {
+    let reading = Instant::now();
+    let snapshot = snapshots.load_newest_valid()?;
+    let snapshot_us = reading.elapsed().as_micros() as u64;
+    let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
+    let reading = Instant::now();
+    let (tail, last_segment) = recover_wal(wal_dir, snapshot_position)?;
+    Ok(ReadBack {
+        snapshot,
+        tail,
+        last_segment,
+        times: ReadTimes {
+            snapshot_us,
+            wal_us: reading.elapsed().as_micros() as u64,
+        },
+    })
+}
+
 /// Reads every segment that can hold entries after `snapshot_position`, truncating a torn
 /// tail of the last one, and refusing damage anywhere else.
-pub(crate) fn recover_wal(
+fn recover_wal(
     wal_dir: &Path,
     snapshot_position: Position,
 ) -> Result<(RecoveredTail, Option<LastSegment>), LogError> {

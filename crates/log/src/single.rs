@@ -22,7 +22,9 @@ use crate::fsync_stats::{FsyncStats, FsyncTimes};
 use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::RecoveredTail;
-use crate::segment::{purge_segments, recover_wal, ActiveSegment, SegmentWriter};
+use crate::segment::{
+    purge_segments, read_snapshot_and_wal, ActiveSegment, ReadBack, ReadTimes, SegmentWriter,
+};
 use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{CommittedBatch, OrderingLayer, Position};
 
@@ -65,6 +67,7 @@ pub struct Recovered {
     pub snapshot: Option<(Position, Bytes)>,
     /// The committed entries after the snapshot, consecutive.
     pub tail: Vec<(Position, Bytes)>,
+    pub read_times: ReadTimes,
 }
 
 impl Recovered {
@@ -136,13 +139,17 @@ impl SingleLog {
         let dir_locks = create_and_lock_dirs(&config.wal_dir, &config.snapshot_dir)?;
         let snapshots =
             SnapshotStore::open(&config.snapshot_dir, config.limits.snapshots_retained)?;
-        let snapshot = snapshots.load_newest_valid()?;
+        let ReadBack {
+            snapshot,
+            tail:
+                RecoveredTail {
+                    tail,
+                    wal_last_position,
+                },
+            last_segment,
+            times: read_times,
+        } = read_snapshot_and_wal(&snapshots, &config.wal_dir)?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
-        let (recovered_tail, last_segment) = recover_wal(&config.wal_dir, snapshot_position)?;
-        let RecoveredTail {
-            tail,
-            wal_last_position,
-        } = recovered_tail;
         let committed_position = wal_last_position.max(snapshot_position);
         if wal_last_position < snapshot_position {
             tracing::warn!(
@@ -185,7 +192,12 @@ impl SingleLog {
             purge_lock: Mutex::new(()),
             _dir_locks: dir_locks,
         };
-        Ok((log, Recovered { snapshot, tail }, committed_rx))
+        let recovered = Recovered {
+            snapshot,
+            tail,
+            read_times,
+        };
+        Ok((log, recovered, committed_rx))
     }
 
     /// Starts the count, sum and extremes of [`FsyncTimes`]'s window over (`srst`).

@@ -27,7 +27,7 @@ use zoolog_tree::{
 use crate::config::ServerConfig;
 use crate::four_letter::DEFAULT_TRACE_MASK;
 use crate::metrics::{Metrics, SnapshotRecord};
-use crate::stats::{ConnectionStats, ServerStats};
+use crate::stats::{ConnectionStats, ServerStats, Startup};
 
 /// The clocks the driver hands in with every input: wall time stamps commands (ctime, mtime,
 /// TTL), monotonic time drives deadlines.
@@ -413,6 +413,12 @@ impl Core {
             self.metrics.record_snapshot(snapshot, took_us);
             self.stats.snapshot_time_us.record(took_us);
         }
+    }
+
+    /// What start-up recovery did, for mntr (until `srst`) and /metrics.
+    pub fn record_startup(&mut self, startup: Startup) {
+        self.stats.record_startup(startup);
+        self.metrics.record_startup(startup);
     }
 
     /// Carries out an operator command (four-letter word or AdminServer).

@@ -36,6 +36,7 @@ use zoolog_zab::{
 
 use crate::config::{EnsembleConfig, ServerConfig};
 use crate::core::Role;
+use crate::stats::{elapsed_us, LogOpened};
 
 /// What the ordering layer tells the front end, in order.
 pub enum Delivery {
@@ -250,6 +251,7 @@ pub struct Started {
     /// The newest snapshot (tree bytes and its position), if any.
     pub snapshot: Option<(Position, Bytes)>,
     pub deliveries: mpsc::Receiver<Delivery>,
+    pub opened: LogOpened,
 }
 
 impl Ensemble {
@@ -266,7 +268,13 @@ impl Ensemble {
         );
         log_config.limits = config.wal_limits();
         let entry_bytes_max = log_config.limits.entry_bytes_max;
+        let opening = Instant::now();
         let (replica, recovered, durable) = ReplicaLog::open(log_config)?;
+        let opened = LogOpened {
+            took_us: elapsed_us(opening),
+            read_times: recovered.read_times,
+            entries: recovered.entries.len() as u64,
+        };
         let replica = Arc::new(replica);
         let (recovered, snapshot) = split_recovered(recovered)?;
 
@@ -358,6 +366,7 @@ impl Ensemble {
             ensemble,
             snapshot,
             deliveries: deliveries_rx,
+            opened,
         })
     }
 

@@ -326,21 +326,31 @@ pub fn full_version() -> String {
 /// addAuth refused does not count there), and zoolog has no TLS port.
 pub const TLS_AUTH_FAILURES: u64 = 0;
 
-/// ZooKeeper's five mntr keys of the AvgMinMaxCounter `name`, in milliseconds, from a summary
-/// in microseconds. ZooKeeper counts whole milliseconds, so its average of sub-millisecond times
-/// reads 0 where this one keeps the fraction.
+/// ZooKeeper's five mntr keys of the AvgMinMaxCounter `name`: in milliseconds from a summary
+/// in microseconds, or (`counts`) as they are. ZooKeeper counts whole milliseconds, so its
+/// average of sub-millisecond times reads 0 where this one keeps the fraction.
 macro_rules! summary_values {
-    ($name:literal, $summary_us:expr) => {{
-        let summary_us: Summary = $summary_us;
+    ($name:literal, $summary_us:expr) => {
+        summary_values!($name, $summary_us, 1000)
+    };
+    ($name:literal, $summary:expr, counts) => {
+        summary_values!($name, $summary, 1)
+    };
+    ($name:literal, $summary:expr, $per_unit:expr) => {{
+        let summary: Summary = $summary;
+        let per_unit: u64 = $per_unit;
         [
             (
                 concat!("avg_", $name),
-                Json::Float(summary_us.average() / 1e3),
+                Json::Float(summary.average() / per_unit as f64),
             ),
-            (concat!("min_", $name), Json::count(summary_us.min / 1000)),
-            (concat!("max_", $name), Json::count(summary_us.max / 1000)),
-            (concat!("cnt_", $name), Json::count(summary_us.count)),
-            (concat!("sum_", $name), Json::count(summary_us.total / 1000)),
+            (concat!("min_", $name), Json::count(summary.min / per_unit)),
+            (concat!("max_", $name), Json::count(summary.max / per_unit)),
+            (concat!("cnt_", $name), Json::count(summary.count)),
+            (
+                concat!("sum_", $name),
+                Json::count(summary.total / per_unit),
+            ),
         ]
     }};
 }
@@ -433,6 +443,20 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         view.stats.update_latency_us
     ));
     values.extend(summary_values!("snapshottime", view.stats.snapshot_time_us));
+    values.extend(summary_values!("dbinittime", view.stats.db_init_time_us));
+    values.extend(summary_values!(
+        "startup_snap_load_time",
+        view.stats.startup_snapshot_load_time_us
+    ));
+    values.extend(summary_values!(
+        "startup_txns_load_time",
+        view.stats.startup_log_load_time_us
+    ));
+    values.extend(summary_values!(
+        "startup_txns_loaded",
+        view.stats.startup_log_entries,
+        counts
+    ));
     values
 }
 

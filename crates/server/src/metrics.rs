@@ -17,6 +17,7 @@ use zoolog_proto::OpCode;
 
 use crate::core::Role;
 use crate::four_letter::View;
+use crate::stats::Startup;
 
 /// Upper bounds, in microseconds, of request latency buckets (100 µs to 10 s); the log's
 /// sync buckets are its own ([`FSYNC_BUCKET_BOUNDS_US`]).
@@ -91,6 +92,7 @@ pub struct Metrics {
     request_latency: BTreeMap<&'static str, Histogram>,
     snapshot_duration: Histogram,
     last_snapshot: Option<SnapshotRecord>,
+    startup: Option<Startup>,
 }
 
 /// The newest snapshot this process wrote or recovered from.
@@ -108,6 +110,7 @@ impl Default for Metrics {
             request_latency: BTreeMap::new(),
             snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
             last_snapshot: None,
+            startup: None,
         }
     }
 }
@@ -133,6 +136,10 @@ impl Metrics {
 
     pub fn last_snapshot(&self) -> Option<SnapshotRecord> {
         self.last_snapshot
+    }
+
+    pub fn record_startup(&mut self, startup: Startup) {
+        self.startup = Some(startup);
     }
 }
 
@@ -339,6 +346,7 @@ pub fn render(view: &View<'_>) -> String {
         log.fsync.count,
     );
     render_quorum(view, &mut out);
+    render_startup(view.metrics.startup, &mut out);
     out.family(
         "zoolog_snapshot_duration_seconds",
         "Time to encode and durably write a snapshot.",
@@ -350,6 +358,42 @@ pub fn render(view: &View<'_>) -> String {
         &metrics.snapshot_duration,
     );
     out.text
+}
+
+/// ZooKeeper's start-up summaries under its names: one observation each per start, none for
+/// a part the start did not have (see [`Startup`]). Unlike mntr's, `srst` leaves them, as it
+/// leaves every monotonic series here.
+fn render_startup(startup: Option<Startup>, out: &mut Exposition) {
+    let observed = |value: Option<u64>| value.map_or((0, 0), |value| (value, 1));
+    let (total_us, loads) = observed(startup.map(|startup| startup.total_us));
+    out.summary_ms(
+        "dbinittime",
+        "Time to load the data tree at start-up (snapshot and log), in milliseconds.",
+        total_us,
+        loads,
+    );
+    let (snapshot_us, snapshots) = observed(startup.and_then(|startup| startup.snapshot_load_us));
+    out.summary_ms(
+        "startup_snap_load_time",
+        "Time to read and decode the snapshot at start-up, in milliseconds.",
+        snapshot_us,
+        snapshots,
+    );
+    let log_load = startup.and_then(|startup| startup.log_load);
+    let (log_us, logs) = observed(log_load.map(|log_load| log_load.took_us));
+    out.summary_ms(
+        "startup_txns_load_time",
+        "Time to load the log's entries after the snapshot at start-up, in milliseconds.",
+        log_us,
+        logs,
+    );
+    let (entries, logs) = observed(log_load.map(|log_load| log_load.entries));
+    out.summary(
+        "startup_txns_loaded",
+        "Log entries after the snapshot loaded at start-up.",
+        entries as f64,
+        logs,
+    );
 }
 
 /// ZooKeeper's metrics of an ensemble member's elections, quorum and leadership, under its
@@ -441,8 +485,13 @@ impl Exposition {
 
     /// A summary of times in ms without quantiles, from their sum in µs and their count.
     fn summary_ms(&mut self, name: &str, help: &str, total_us: u64, count: u64) {
+        self.summary(name, help, total_us as f64 / 1e3, count);
+    }
+
+    /// A summary without quantiles: its sum and count.
+    fn summary(&mut self, name: &str, help: &str, sum: f64, count: u64) {
         self.family(name, help, "summary");
-        self.sample(&format!("{name}_sum"), &[], total_us as f64 / 1e3);
+        self.sample(&format!("{name}_sum"), &[], sum);
         self.sample(&format!("{name}_count"), &[], count as f64);
     }
 

@@ -27,6 +27,7 @@ use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, QuorumCou
 use crate::four_letter::{self, DirSizes};
 use crate::http;
 use crate::metrics::{self, SnapshotRecord};
+use crate::stats::{elapsed_us, LogLoad, LogOpened, Startup};
 
 /// Inputs to the core task, from connection tasks and background jobs.
 enum Message {
@@ -121,22 +122,31 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
     }
     let mut log_config = SingleLogConfig::new(&config.data_log_dir, &config.data_dir);
     log_config.limits = config.wal_limits();
+    let opening = Instant::now();
     let (log, recovered, committed) = SingleLog::open(log_config)?;
+    let opened = LogOpened {
+        took_us: elapsed_us(opening),
+        read_times: recovered.read_times,
+        entries: recovered.tail.len() as u64,
+    };
     let log = Arc::new(log);
-    let (tree, recovered_snapshot) =
-        recover_from_snapshot(&config, recovered.snapshot, log.snapshot_store().dir())?;
+    let state = recover_from_snapshot(
+        &config,
+        recovered.snapshot,
+        log.snapshot_store().dir(),
+        opened,
+    )?;
     tracing::info!(
-        snapshot = recovered_snapshot.as_ref().map_or(0, |record| record.zxid),
+        snapshot = state.snapshot.as_ref().map_or(0, |record| record.zxid),
         tail_entries = recovered.tail.len(),
         "recovered"
     );
     let result = serve(
         config,
         OrderingLog::Single(log.clone()),
-        tree,
+        state,
         Feed::Single(committed),
         recovered.tail,
-        recovered_snapshot,
     )
     .await;
     log.close()?;
@@ -150,48 +160,75 @@ async fn run_ensemble(config: ServerConfig) -> Result<(), ServeError> {
         ensemble,
         snapshot,
         deliveries,
+        opened,
     } = Ensemble::start(&config).await?;
-    let (tree, recovered_snapshot) =
-        recover_from_snapshot(&config, snapshot, ensemble.snapshot_dir())?;
+    let state = recover_from_snapshot(&config, snapshot, ensemble.snapshot_dir(), opened)?;
     tracing::info!(
-        snapshot = recovered_snapshot.as_ref().map_or(0, |record| record.zxid),
+        snapshot = state.snapshot.as_ref().map_or(0, |record| record.zxid),
         "recovered; looking for the ensemble's leader"
     );
     let result = serve(
         config,
         OrderingLog::Ensemble(ensemble.clone()),
-        tree,
+        state,
         Feed::Ensemble(deliveries),
         Vec::new(),
-        recovered_snapshot,
     )
     .await;
     ensemble.close()?;
     result
 }
 
-/// The tree the newest snapshot holds, and the record metrics report of it. It takes the
-/// snapshot's bytes so that they are freed once decoded, not held while the server runs.
+/// The tree start-up recovered, and what the metrics report of how.
+struct RecoveredState {
+    tree: DataTree,
+    snapshot: Option<SnapshotRecord>,
+    startup: Startup,
+}
+
+/// Decodes the newest snapshot into the tree. It takes the snapshot's bytes so that they are
+/// freed once decoded, not held while the server runs.
 fn recover_from_snapshot(
     config: &ServerConfig,
     snapshot: Option<(u64, bytes::Bytes)>,
     snapshot_dir: &Path,
-) -> Result<(DataTree, Option<SnapshotRecord>), ServeError> {
+    opened: LogOpened,
+) -> Result<RecoveredState, ServeError> {
     let tree_config = tree_config(config);
-    let Some((position, bytes)) = snapshot else {
-        return Ok((DataTree::new(tree_config), None));
+    let mut startup = Startup {
+        total_us: opened.took_us,
+        snapshot_load_us: None,
+        log_load: (opened.entries > 0).then_some(LogLoad {
+            entries: opened.entries,
+            took_us: opened.read_times.wal_us,
+        }),
     };
+    let Some((position, bytes)) = snapshot else {
+        return Ok(RecoveredState {
+            tree: DataTree::new(tree_config),
+            snapshot: None,
+            startup,
+        });
+    };
+    let decoding = Instant::now();
     let tree =
         DataTree::decode_snapshot(&bytes, tree_config).map_err(|error| ServeError::Snapshot {
             position,
             reason: error.to_string(),
         })?;
+    let decode_us = elapsed_us(decoding);
+    startup.total_us += decode_us;
+    startup.snapshot_load_us = Some(opened.read_times.snapshot_us + decode_us);
     let record = SnapshotRecord {
         zxid: position as i64,
         size_bytes: bytes.len() as u64,
         written_s: newest_file_mtime_s(snapshot_dir),
     };
-    Ok((tree, Some(record)))
+    Ok(RecoveredState {
+        tree,
+        snapshot: Some(record),
+        startup,
+    })
 }
 
 /// Whichever ordering layer this server runs, for the parts of the shell that touch it.
@@ -316,10 +353,9 @@ fn newest_file_mtime_s(dir: &Path) -> i64 {
 async fn serve(
     config: ServerConfig,
     ordering: OrderingLog,
-    tree: DataTree,
+    recovered: RecoveredState,
     feed: Feed,
     replay: Vec<(u64, bytes::Bytes)>,
-    recovered_snapshot: Option<SnapshotRecord>,
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
     let listener = TcpListener::bind(config.client_addr)
@@ -331,8 +367,13 @@ async fn serve(
     tracing::info!(address = %config.client_addr, "serving clients");
     let clock = Clock::new();
     let origin: u64 = rand::random();
+    let RecoveredState {
+        tree,
+        snapshot,
+        mut startup,
+    } = recovered;
     let mut core = Core::new(config.clone(), ordering.layer(), tree, origin, clock.now());
-    if let Some(snapshot) = recovered_snapshot {
+    if let Some(snapshot) = snapshot {
         core.metrics.recovered_snapshot(snapshot);
     }
     let (messages, inbox) = mpsc::channel(INBOX_MESSAGES_MAX);
@@ -356,7 +397,10 @@ async fn serve(
     };
     // Through the same output path as live entries: a snapshot that falls due during replay
     // (a crash while the previous one was being written) must be saved, not dropped.
+    let replaying = Instant::now();
     task.replay(replay);
+    startup.add_replay(elapsed_us(replaying));
+    task.core.record_startup(startup);
     let result = task.run(inbox, feed).await;
     accept.abort();
     if let Some(purge) = purge {

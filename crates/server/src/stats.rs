@@ -1,5 +1,8 @@
 //! Counters the four-letter words and metrics report.
 
+use std::time::Instant;
+
+use zoolog_log::ReadTimes;
 pub use zoolog_log::Summary;
 use zoolog_proto::OpCode;
 
@@ -20,6 +23,70 @@ pub struct ServerStats {
     pub update_latency_us: Summary,
     /// Snapshots: encoding the tree and writing it durably.
     pub snapshot_time_us: Summary,
+    /// What this start's recovery took, recorded once (ZooKeeper's `dbinittime` and
+    /// `startup_*` summaries, which `srst` clears too); see [`Startup`].
+    pub db_init_time_us: Summary,
+    pub startup_snapshot_load_time_us: Summary,
+    pub startup_log_load_time_us: Summary,
+    pub startup_log_entries: Summary,
+}
+
+/// What start-up recovery did before the server took its first client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Startup {
+    /// The whole load: opening the log (its files read) and rebuilding the tree, ZooKeeper's
+    /// `dbinittime`.
+    pub total_us: u64,
+    /// Reading and decoding the snapshot; `None` without one.
+    pub snapshot_load_us: Option<u64>,
+    /// The log's entries after the snapshot; `None` when it held none (a first start).
+    pub log_load: Option<LogLoad>,
+}
+
+/// The log's entries after the snapshot, loaded at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLoad {
+    pub entries: u64,
+    /// Reading them, and on a standalone server applying them to the tree. An ensemble member
+    /// applies its logged entries only once its leader has confirmed them, after start-up.
+    pub took_us: u64,
+}
+
+impl Startup {
+    /// Adds the time the logged entries took to apply.
+    pub fn add_replay(&mut self, replay_us: u64) {
+        self.total_us += replay_us;
+        if let Some(log_load) = &mut self.log_load {
+            log_load.took_us += replay_us;
+        }
+    }
+}
+
+impl ServerStats {
+    pub fn record_startup(&mut self, startup: Startup) {
+        self.db_init_time_us.record(startup.total_us);
+        if let Some(load_us) = startup.snapshot_load_us {
+            self.startup_snapshot_load_time_us.record(load_us);
+        }
+        if let Some(log_load) = startup.log_load {
+            self.startup_log_entries.record(log_load.entries);
+            self.startup_log_load_time_us.record(log_load.took_us);
+        }
+    }
+}
+
+/// What opening either log found, for the start-up metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct LogOpened {
+    /// The whole opening, its reads included.
+    pub took_us: u64,
+    pub read_times: ReadTimes,
+    /// Logged entries after the snapshot.
+    pub entries: u64,
+}
+
+pub fn elapsed_us(since: Instant) -> u64 {
+    since.elapsed().as_micros() as u64
 }
 
 /// Per-connection counters for `cons` and `stat`.
@@ -78,5 +145,44 @@ impl ConnectionStats {
         self.last_response_ms = now_ms;
         self.last_latency_ms = now_ms.saturating_sub(self.last_request_ms);
         self.latency_ms.record(self.last_latency_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_records_each_part_it_had_once_and_the_replay_counts_in_the_log_load() {
+        let mut first_start = Startup {
+            total_us: 500,
+            snapshot_load_us: None,
+            log_load: None,
+        };
+        first_start.add_replay(7);
+        let mut stats = ServerStats::default();
+        stats.record_startup(first_start);
+        assert_eq!(
+            (stats.db_init_time_us.count, stats.db_init_time_us.total),
+            (1, 507)
+        );
+        assert_eq!(stats.startup_snapshot_load_time_us.count, 0);
+        assert_eq!(stats.startup_log_entries.count, 0);
+
+        let mut restart = Startup {
+            total_us: 3_000,
+            snapshot_load_us: Some(1_000),
+            log_load: Some(LogLoad {
+                entries: 40,
+                took_us: 200,
+            }),
+        };
+        restart.add_replay(800);
+        let mut stats = ServerStats::default();
+        stats.record_startup(restart);
+        assert_eq!(stats.db_init_time_us.total, 3_800);
+        assert_eq!(stats.startup_snapshot_load_time_us.total, 1_000);
+        assert_eq!(stats.startup_log_entries.total, 40);
+        assert_eq!(stats.startup_log_load_time_us.total, 1_000);
     }
 }
