@@ -2,7 +2,8 @@
 """Resident memory of a server holding N znodes: creates N children of /m with 100-byte values
 (pipelined through kazoo) and prints the server process's RSS before, after, and after a restart
 (the tree rebuilt from its snapshot and log, without the garbage of the load). Apache's RSS
-includes the JVM's heap slack.
+includes the JVM's heap slack. A standalone server's restart also reports how long it took to
+load the tree, by the server's own count (mntr's dbinittime, which both servers keep).
 
 A standalone server starts through tests/zk-server. With --ensemble, a 3-member ensemble starts
 through tests/ensemble/ensemble.py, the load goes through the leader, and one follower is
@@ -15,6 +16,7 @@ what recovery holds on to as well.
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +56,21 @@ def load(hosts: str, count: int) -> None:
     time.sleep(2)
 
 
+def dbinittime_ms(port: int) -> str:
+    """The server's own time to load its tree at start-up (ZooKeeper's dbinittime, from mntr),
+    once it serves: Apache answers mntr only then."""
+    for _ in range(100):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"mntr")
+            sock.shutdown(socket.SHUT_WR)
+            text = sock.makefile().read()
+        values = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+        if "zk_sum_dbinittime" in values:
+            return values["zk_sum_dbinittime"]
+        time.sleep(0.1)
+    raise RuntimeError(f"no dbinittime in mntr: {text!r}")
+
+
 def launcher(env, *args) -> str:
     return subprocess.run([str(LAUNCHER), *args], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -67,11 +84,13 @@ def standalone(kind: str, count: int) -> str:
     load(f"127.0.0.1:{port}", count)
     after = rss_mib(pid())
     launcher(env, "stop", str(directory))
-    launcher(env, "restart", str(directory))
+    port = launcher(env, "restart", str(directory))
+    load_ms = dbinittime_ms(int(port))
     time.sleep(1)
     recovered = rss_mib(pid())
     launcher(env, "stop", str(directory))
-    return f"RSS {before} MiB empty, {after} MiB loaded, {recovered} MiB after a restart"
+    return (f"RSS {before} MiB empty, {after} MiB loaded, {recovered} MiB after a restart, "
+            f"which loaded the tree in {load_ms} ms (dbinittime)")
 
 
 def ensemble(kind: str, count: int) -> str:
