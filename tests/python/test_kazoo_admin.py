@@ -195,6 +195,30 @@ def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_st
         client.close()
 
 
+def test_mntr_latency_percentiles_are_ordered_within_the_extremes_and_srst_clears_them(server_factory):
+    """ZooKeeper's AvgMinMaxPercentileCounters: readlatency and updatelatency also have p50, p95,
+    p99 and p999 keys (whole milliseconds), in order and within min and max."""
+    server = server_factory()
+    client = KazooClient(hosts=server.hosts)
+    client.start()
+    try:
+        for index in range(60):
+            client.create(f"/percentile-{index}", b"v")
+            client.get(f"/percentile-{index}")
+        values = dict(mntr(server))
+        for name in ("readlatency", "updatelatency"):
+            low, high = int(values[f"zk_min_{name}"]), int(values[f"zk_max_{name}"])
+            percentiles = [int(values[f"zk_{p}_{name}"]) for p in ("p50", "p95", "p99", "p999")]
+            assert low <= percentiles[0], (name, low, percentiles)
+            assert percentiles == sorted(percentiles) and percentiles[-1] <= high, (name, percentiles, high)
+        server.four_letter("srst")
+        reset = dict(mntr(server))
+        assert all(reset[f"zk_{p}_updatelatency"] == "0" for p in ("p50", "p95", "p99", "p999")), reset
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_mntr_startup_summaries_count_what_a_restart_loads_once_and_srst_clears_them(server_factory):
     """ZooKeeper's dbinittime and startup_txns_* summaries: a restart loads the log's 30 creates
     (and the session's own entries) once, in one load that takes at least as long as applying

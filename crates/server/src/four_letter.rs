@@ -16,7 +16,7 @@ use crate::ensemble::{LeaderReport, LearnerReport, QuorumCounters};
 const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 use crate::json::Json;
 use crate::metrics::Metrics;
-use crate::stats::{ConnectionStats, ServerStats, Summary};
+use crate::stats::{ConnectionStats, PercentileSummary, ServerStats, Summary};
 
 pub use zoolog_proto::ZOOKEEPER_VERSION;
 
@@ -355,6 +355,29 @@ macro_rules! summary_values {
     }};
 }
 
+/// ZooKeeper's nine mntr keys of the AvgMinMaxPercentileCounter `name`, in milliseconds from
+/// microseconds: the summary's five, then the 50th, 95th, 99th and 99.9th percentiles.
+macro_rules! percentile_summary_values {
+    ($name:literal, $latencies_us:expr) => {{
+        let latencies_us: &PercentileSummary = $latencies_us;
+        let [avg, min, max, cnt, sum] = summary_values!($name, latencies_us.summary);
+        let [p50, p95, p99, p999] = latencies_us
+            .percentiles([0.5, 0.95, 0.99, 0.999])
+            .map(|percentile_us| Json::count(percentile_us / 1000));
+        [
+            avg,
+            min,
+            max,
+            cnt,
+            sum,
+            (concat!("p50_", $name), p50),
+            (concat!("p95_", $name), p95),
+            (concat!("p99_", $name), p99),
+            (concat!("p999_", $name), p999),
+        ]
+    }};
+}
+
 fn mntr(view: &View<'_>) -> String {
     monitor_values(view)
         .iter()
@@ -437,10 +460,13 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         view.quorum.election_time_us
     ));
     values.extend(summary_values!("fsynctime", view.log.fsync.window_us));
-    values.extend(summary_values!("readlatency", view.stats.read_latency_us));
-    values.extend(summary_values!(
+    values.extend(percentile_summary_values!(
+        "readlatency",
+        &view.stats.read_latency_us
+    ));
+    values.extend(percentile_summary_values!(
         "updatelatency",
-        view.stats.update_latency_us
+        &view.stats.update_latency_us
     ));
     values.extend(summary_values!("snapshottime", view.stats.snapshot_time_us));
     values.extend(summary_values!("dbinittime", view.stats.db_init_time_us));
