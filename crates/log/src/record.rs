@@ -7,7 +7,7 @@
 //! stale record left behind in reused space, is detected instead of silently renumbered.
 
 use std::fmt;
-use std::ops::Range;
+use std::io;
 
 use crate::Position;
 
@@ -98,69 +98,83 @@ impl fmt::Display for RecordFault {
     }
 }
 
+/// A segment's bytes as a scan reads them: whole in memory, or a file read through a window
+/// (recovery), so that scanning a segment holds no more of it in memory than its largest
+/// record and a window.
+pub(crate) trait SegmentBytes {
+    /// The segment's length.
+    fn len(&self) -> usize;
+
+    /// The segment's bytes from `offset` on: at least `wanted` of them, or all that are left.
+    /// Scans ask for offsets front to back, so a source may keep only what follows the last
+    /// offset asked for.
+    fn bytes_at(&mut self, offset: usize, wanted: usize) -> io::Result<&[u8]>;
+}
+
+impl SegmentBytes for &[u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn bytes_at(&mut self, offset: usize, _wanted: usize) -> io::Result<&[u8]> {
+        Ok(&self[offset..])
+    }
+}
+
+/// An intact record, borrowed from where it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DecodedRecord {
+pub(crate) struct Record<'a> {
     pub position: Position,
-    pub payload: Range<usize>,
+    pub payload: &'a [u8],
+    /// The segment offset just after the record.
     pub end: usize,
 }
 
-/// Decodes the record starting at `offset`, which must carry `expected_position`.
-pub(crate) fn decode_record_at(
-    bytes: &[u8],
+/// Decodes the record starting at `offset`, whatever position it carries. A length beyond
+/// the segment's end is reported without reading the rest of the segment.
+fn decode_record<S: SegmentBytes>(
+    source: &mut S,
     offset: usize,
-    expected_position: Position,
-) -> Result<DecodedRecord, RecordFault> {
-    let record = decode_record_unchecked_position(bytes, offset)?;
-    if record.position != expected_position {
-        return Err(RecordFault::UnexpectedPosition {
-            found: record.position,
-        });
+) -> io::Result<Result<Record<'_>, RecordFault>> {
+    let remaining = source.len().saturating_sub(offset);
+    let incomplete = |bytes_needed| RecordFault::Incomplete {
+        bytes_present: remaining,
+        bytes_needed,
+    };
+    if remaining < RECORD_HEADER_BYTES {
+        return Ok(Err(incomplete(RECORD_HEADER_BYTES)));
     }
-    Ok(record)
-}
-
-fn decode_record_unchecked_position(
-    bytes: &[u8],
-    offset: usize,
-) -> Result<DecodedRecord, RecordFault> {
-    let available = bytes.len().saturating_sub(offset);
-    if available < RECORD_HEADER_BYTES {
-        return Err(RecordFault::Incomplete {
-            bytes_present: available,
-            bytes_needed: RECORD_HEADER_BYTES,
-        });
-    }
-    let header = &bytes[offset..offset + RECORD_HEADER_BYTES];
+    let header: [u8; RECORD_HEADER_BYTES] = source.bytes_at(offset, RECORD_HEADER_BYTES)?
+        [..RECORD_HEADER_BYTES]
+        .try_into()
+        .expect("a header's bytes");
     let stored_crc = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
     let payload_len = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     let position = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
     if payload_len as usize > RECORD_PAYLOAD_BYTES_MAX {
-        return Err(RecordFault::LengthOutOfRange {
+        return Ok(Err(RecordFault::LengthOutOfRange {
             payload_len: payload_len.into(),
-        });
+        }));
     }
     let record_bytes = encoded_len(payload_len as usize);
-    if available < record_bytes {
-        return Err(RecordFault::Incomplete {
-            bytes_present: available,
-            bytes_needed: record_bytes,
-        });
+    if remaining < record_bytes {
+        return Ok(Err(incomplete(record_bytes)));
     }
-    let payload = offset + RECORD_HEADER_BYTES..offset + record_bytes;
+    let record = &source.bytes_at(offset, record_bytes)?[..record_bytes];
+    let payload = &record[RECORD_HEADER_BYTES..];
     let mut computed = crc32c::crc32c(&header[4..16]);
-    computed = crc32c::crc32c_append(computed, &bytes[payload.clone()]);
+    computed = crc32c::crc32c_append(computed, payload);
     if computed != stored_crc {
-        return Err(RecordFault::ChecksumMismatch {
+        return Ok(Err(RecordFault::ChecksumMismatch {
             stored: stored_crc,
             computed,
-        });
+        }));
     }
-    Ok(DecodedRecord {
+    Ok(Ok(Record {
         position,
         payload,
         end: offset + record_bytes,
-    })
+    }))
 }
 
 /// A damaged record found by [`scan_segment`].
@@ -176,66 +190,99 @@ pub(crate) struct ScanFault {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentScan {
-    pub entries: Vec<(Position, Range<usize>)>,
+    /// How many consecutive intact records the segment starts with.
+    pub records: u64,
     pub fault: Option<ScanFault>,
 }
 
 /// Reads consecutive records from the start of a segment whose first record must carry
-/// `first_position`, stopping at the first damaged one.
-pub(crate) fn scan_segment(bytes: &[u8], first_position: Position) -> SegmentScan {
-    let mut entries = Vec::new();
+/// `first_position`, handing each to `on_record`, and stops at the first damaged one.
+pub(crate) fn scan_segment<S: SegmentBytes>(
+    source: &mut S,
+    first_position: Position,
+    mut on_record: impl FnMut(&Record<'_>),
+) -> io::Result<SegmentScan> {
     let mut offset = 0;
     let mut expected = first_position;
-    while offset < bytes.len() {
-        match decode_record_at(bytes, offset, expected) {
-            Ok(record) => {
-                entries.push((record.position, record.payload));
+    while offset < source.len() {
+        let fault = match decode_record(source, offset)? {
+            Ok(record) if record.position == expected => {
+                on_record(&record);
                 offset = record.end;
                 expected += 1;
+                continue;
             }
-            Err(fault) => {
-                let intact_record_after = find_intact_record_after(bytes, offset, expected);
-                let fault = ScanFault {
-                    offset,
-                    position: expected,
-                    fault,
-                    intact_record_after,
-                };
-                return SegmentScan {
-                    entries,
-                    fault: Some(fault),
-                };
-            }
-        }
+            Ok(record) => RecordFault::UnexpectedPosition {
+                found: record.position,
+            },
+            Err(fault) => fault,
+        };
+        let intact_record_after = find_intact_record_after(source, offset, expected)?;
+        return Ok(SegmentScan {
+            records: expected - first_position,
+            fault: Some(ScanFault {
+                offset,
+                position: expected,
+                fault,
+                intact_record_after,
+            }),
+        });
     }
-    SegmentScan {
-        entries,
+    Ok(SegmentScan {
+        records: expected - first_position,
         fault: None,
-    }
+    })
 }
+
+/// How many bytes [`find_intact_record_after`] looks through at once for plausible headers.
+const SEARCH_STEP_BYTES: usize = 64 << 10;
 
 /// Looks at every byte offset after `damaged_offset` for an intact record whose position is
 /// at least `min_position`. Positions are dense, so a genuine later record can carry at most
 /// one position per header's worth of bytes beyond `min_position`; the cheap range test
 /// rejects nearly every offset before a checksum is computed.
-fn find_intact_record_after(
-    bytes: &[u8],
+fn find_intact_record_after<S: SegmentBytes>(
+    source: &mut S,
     damaged_offset: usize,
     min_position: Position,
-) -> Option<(usize, Position)> {
-    let last_start = bytes.len().checked_sub(RECORD_HEADER_BYTES)?;
-    let positions_that_fit = ((bytes.len() - damaged_offset) / RECORD_HEADER_BYTES) as u64;
-    (damaged_offset + 1..=last_start).find_map(|offset| {
-        let position =
-            u64::from_le_bytes(bytes[offset + 8..offset + 16].try_into().expect("8 bytes"));
-        let plausible = position >= min_position && position - min_position <= positions_that_fit;
-        if !plausible {
-            return None;
+) -> io::Result<Option<(usize, Position)>> {
+    let Some(last_start) = source.len().checked_sub(RECORD_HEADER_BYTES) else {
+        return Ok(None);
+    };
+    let positions_that_fit = ((source.len() - damaged_offset) / RECORD_HEADER_BYTES) as u64;
+    let plausible = |header: &[u8]| {
+        let position = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        position >= min_position && position - min_position <= positions_that_fit
+    };
+    let mut offset = damaged_offset + 1;
+    while offset <= last_start {
+        let window = source.bytes_at(offset, SEARCH_STEP_BYTES)?;
+        // Every offset whose header the window holds whole (at least the one at `offset`).
+        let starts = window.len() - RECORD_HEADER_BYTES + 1;
+        let Some(found) = (0..starts).find(|start| plausible(&window[*start..])) else {
+            offset += starts;
+            continue;
+        };
+        let candidate = offset + found;
+        if let Ok(record) = decode_record(source, candidate)? {
+            return Ok(Some((candidate, record.position)));
         }
-        decode_record_unchecked_position(bytes, offset)
-            .ok()
-            .map(|_| (offset, position))
-    })
+        offset = candidate + 1;
+    }
+    Ok(None)
+}
+
+/// Whether every byte of the segment from `offset` on is zero.
+pub(crate) fn zeros_from<S: SegmentBytes>(source: &mut S, offset: usize) -> io::Result<bool> {
+    let mut offset = offset;
+    while offset < source.len() {
+        let window = source.bytes_at(offset, SEARCH_STEP_BYTES)?;
+        if window.iter().any(|byte| *byte != 0) {
+            return Ok(false);
+        }
+        offset += window.len();
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -250,19 +297,37 @@ mod tests {
         out
     }
 
+    /// The records a scan hands over, and the scan's result.
+    struct Scanned {
+        entries: Vec<(Position, Vec<u8>)>,
+        fault: Option<ScanFault>,
+    }
+
+    fn scan_segment(bytes: &[u8], first_position: Position) -> Scanned {
+        let mut entries = Vec::new();
+        let scan = super::scan_segment(&mut &bytes[..], first_position, |record| {
+            entries.push((record.position, record.payload.to_vec()))
+        })
+        .expect("bytes in memory always read");
+        assert_eq!(scan.records, entries.len() as u64);
+        Scanned {
+            entries,
+            fault: scan.fault,
+        }
+    }
+
     #[test]
     fn round_trip_reads_every_record_back() {
         let bytes = segment(7, &[b"a", b"", b"hello world"]);
         let scan = scan_segment(&bytes, 7);
         assert_eq!(scan.fault, None);
-        let payloads: Vec<_> = scan
-            .entries
-            .iter()
-            .map(|(p, r)| (*p, &bytes[r.clone()]))
-            .collect();
         assert_eq!(
-            payloads,
-            vec![(7, &b"a"[..]), (8, &b""[..]), (9, &b"hello world"[..])]
+            scan.entries,
+            vec![
+                (7, b"a".to_vec()),
+                (8, b"".to_vec()),
+                (9, b"hello world".to_vec())
+            ]
         );
     }
 

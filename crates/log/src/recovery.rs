@@ -1,5 +1,6 @@
-//! Recovery decisions over segment contents, with no IO: the caller reads files and carries
-//! out the verdicts (truncate a torn tail, refuse to start), so every rule here is testable on
+//! Recovery decisions over segment contents: the caller hands over each segment's bytes (a
+//! file read through a window) and carries out the verdicts (truncate a torn tail, refuse to
+//! start); this module opens, writes and deletes nothing, so every rule here is testable on
 //! byte arrays.
 //!
 //! The rule: damage that nothing intact follows, at the end of the last segment, is an
@@ -14,8 +15,8 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::error::LogError;
-use crate::record::{scan_segment, ScanFault};
+use crate::error::{IoContext, LogError};
+use crate::record::{scan_segment, ScanFault, SegmentBytes};
 use crate::{Position, POSITION_MAX};
 
 const SEGMENT_PREFIX: &str = "segment-";
@@ -131,29 +132,29 @@ impl TailRecovery {
         }
     }
 
-    pub fn accept_segment(
+    /// Scans one segment, read from `source`, keeping the entries after the snapshot.
+    pub fn accept_segment<S: SegmentBytes>(
         &mut self,
         file: &Path,
         first_position: Position,
-        bytes: &[u8],
+        source: &mut S,
         is_last: bool,
     ) -> Result<SegmentVerdict, LogError> {
         self.check_chain(file, first_position)?;
-        let scan = scan_segment(bytes, first_position);
+        // Each entry gets bytes of its own: the source's buffer is reused as it reads on, and
+        // an ensemble member holds its entries until its next snapshot.
+        let (snapshot_position, tail) = (self.snapshot_position, &mut self.tail);
+        let scan = scan_segment(source, first_position, |record| {
+            if record.position > snapshot_position {
+                tail.push((record.position, Bytes::copy_from_slice(record.payload)));
+            }
+        })
+        .context(|| format!("read {}", file.display()))?;
         let verdict = match scan.fault {
             None => SegmentVerdict::Intact,
             Some(fault) => judge_fault(file, fault, is_last)?,
         };
-        // Each entry gets bytes of its own: a slice would keep the whole segment buffer (up to
-        // 64 MiB by default, and a recycled file is that long) alive for as long as any one
-        // entry lives, and an ensemble member holds its entries until its next snapshot.
-        for (position, payload) in scan.entries.iter().cloned() {
-            if position > self.snapshot_position {
-                self.tail
-                    .push((position, Bytes::copy_from_slice(&bytes[payload])));
-            }
-        }
-        self.next_position = Some(first_position + scan.entries.len() as Position);
+        self.next_position = Some(first_position + scan.records);
         Ok(verdict)
     }
 
@@ -256,7 +257,7 @@ mod tests {
             let mut bytes = segment(first, intact);
             bytes.extend_from_slice(&damage);
             let mut recovery = TailRecovery::new(first - 1);
-            if recovery.accept_segment(Path::new("s"), first, &bytes, is_last).is_ok() {
+            if recovery.accept_segment(Path::new("s"), first, &mut &bytes[..], is_last).is_ok() {
                 let recovered = recovery.finish();
                 prop_assert!(recovered.tail.len() as u64 >= intact);
                 prop_assert_eq!(recovered.tail.first().map(|e| e.0), (intact > 0).then_some(first));
@@ -351,11 +352,11 @@ mod tests {
     fn tail_after_snapshot_spans_segments() {
         let mut recovery = TailRecovery::new(3);
         let verdict = recovery
-            .accept_segment(Path::new("a"), 1, &segment(1, 5), false)
+            .accept_segment(Path::new("a"), 1, &mut &segment(1, 5)[..], false)
             .unwrap();
         assert_eq!(verdict, SegmentVerdict::Intact);
         recovery
-            .accept_segment(Path::new("b"), 6, &segment(6, 2), true)
+            .accept_segment(Path::new("b"), 6, &mut &segment(6, 2)[..], true)
             .unwrap();
         let recovered = recovery.finish();
         assert_eq!(positions(&recovered.tail), vec![4, 5, 6, 7]);
@@ -367,7 +368,7 @@ mod tests {
     fn first_segment_must_reach_back_to_the_snapshot() {
         let mut recovery = TailRecovery::new(3);
         let error = recovery
-            .accept_segment(Path::new("segment-b"), 6, &segment(6, 2), true)
+            .accept_segment(Path::new("segment-b"), 6, &mut &segment(6, 2)[..], true)
             .unwrap_err()
             .to_string();
         assert!(error.contains("positions 4..5 are missing"), "{error}");
@@ -377,10 +378,10 @@ mod tests {
     fn missing_segment_names_the_gap_and_the_file() {
         let mut recovery = TailRecovery::new(0);
         recovery
-            .accept_segment(Path::new("a"), 1, &segment(1, 5), false)
+            .accept_segment(Path::new("a"), 1, &mut &segment(1, 5)[..], false)
             .unwrap();
         let error = recovery
-            .accept_segment(Path::new("segment-c"), 9, &segment(9, 1), true)
+            .accept_segment(Path::new("segment-c"), 9, &mut &segment(9, 1)[..], true)
             .unwrap_err()
             .to_string();
         assert!(error.contains("segment-c"), "{error}");
@@ -394,7 +395,7 @@ mod tests {
         bytes.extend_from_slice(&segment(4, 1)[..10]);
         let mut recovery = TailRecovery::new(0);
         let verdict = recovery
-            .accept_segment(Path::new("a"), 1, &bytes, true)
+            .accept_segment(Path::new("a"), 1, &mut &bytes[..], true)
             .unwrap();
         assert!(matches!(
             verdict,
@@ -409,7 +410,7 @@ mod tests {
         bytes.truncate(bytes.len() - 1);
         let mut recovery = TailRecovery::new(0);
         let error = recovery
-            .accept_segment(Path::new("segment-a"), 1, &bytes, false)
+            .accept_segment(Path::new("segment-a"), 1, &mut &bytes[..], false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -425,7 +426,7 @@ mod tests {
         bytes[second_record_offset + 20] ^= 1;
         let mut recovery = TailRecovery::new(0);
         let error = recovery
-            .accept_segment(Path::new("segment-a"), 1, &bytes, true)
+            .accept_segment(Path::new("segment-a"), 1, &mut &bytes[..], true)
             .unwrap_err()
             .to_string();
         assert!(

@@ -46,7 +46,7 @@ use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::segment_file_name;
 use crate::segment::{
     list_segments, purge_segments, read_snapshot_and_wal, truncate_file, ActiveSegment, ReadBack,
-    ReadTimes, SegmentWriter,
+    ReadTimes, SegmentFile, SegmentWriter, READ_WINDOW_BYTES,
 };
 use crate::snapshot::{SnapshotSink, SnapshotStore};
 use crate::{LogStats, Position};
@@ -929,19 +929,24 @@ impl Writer {
         let segment = match holding {
             Some(first_position) => {
                 let path = wal_dir.join(segment_file_name(first_position));
-                let bytes = fs::read(&path).context(|| format!("read {}", path.display()))?;
-                let scan = scan_segment(&bytes, first_position);
-                let Some((_, payload)) =
-                    scan.entries.iter().find(|(position, _)| *position == after)
-                else {
+                let mut after_end = None;
+                let scan = SegmentFile::open(&path, READ_WINDOW_BYTES)
+                    .and_then(|mut segment| {
+                        scan_segment(&mut segment, first_position, |record| {
+                            if record.position == after {
+                                after_end = Some(record.end as u64);
+                            }
+                        })
+                    })
+                    .context(|| format!("read {}", path.display()))?;
+                let Some(end) = after_end else {
                     return Err(LogError::Corrupt(format!(
                         "truncating after position {after}: {} does not hold it intact \
                          ({} intact records from position {first_position})",
                         path.display(),
-                        scan.entries.len()
+                        scan.records
                     )));
                 };
-                let end = payload.end as u64;
                 self.shared
                     .fsync
                     .timed_fsync(&path.display(), || truncate_file(&path, end))?;

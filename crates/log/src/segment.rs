@@ -35,7 +35,7 @@ use bytes::Bytes;
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
 use crate::fsync_stats::FsyncStats;
-use crate::record::{encode_record_parts, encoded_len};
+use crate::record::{encode_record_parts, encoded_len, zeros_from, SegmentBytes};
 use crate::recovery::{
     first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
     segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
@@ -156,10 +156,11 @@ fn recover_wal(
     let to_read = &first_positions[start..];
     for (index, &first_position) in to_read.iter().enumerate() {
         let path = wal_dir.join(segment_file_name(first_position));
-        let bytes = fs::read(&path).context(|| format!("read {}", path.display()))?;
-        let file_bytes = bytes.len() as u64;
+        let mut segment = SegmentFile::open(&path, READ_WINDOW_BYTES)
+            .context(|| format!("open {}", path.display()))?;
+        let file_bytes = segment.len() as u64;
         let is_last = index + 1 == to_read.len();
-        let verdict = recovery.accept_segment(&path, first_position, &bytes, is_last)?;
+        let verdict = recovery.accept_segment(&path, first_position, &mut segment, is_last)?;
         let valid_bytes = match verdict {
             SegmentVerdict::Intact => file_bytes,
             SegmentVerdict::TruncateTornTail {
@@ -167,12 +168,14 @@ fn recover_wal(
                 position,
                 fault,
             } => {
-                let discarded = &bytes[valid_bytes as usize..];
-                if discarded.iter().all(|byte| *byte == 0) {
+                let discarded_bytes = file_bytes - valid_bytes;
+                let only_zeros = zeros_from(&mut segment, valid_bytes as usize)
+                    .context(|| format!("read {}", path.display()))?;
+                if only_zeros {
                     // The zeros that fill the page of every write's last record.
                     tracing::debug!(
                         file = %path.display(),
-                        discarded_bytes = discarded.len(),
+                        discarded_bytes,
                         "cutting the zeros after the WAL's last record"
                     );
                 } else {
@@ -181,11 +184,12 @@ fn recover_wal(
                         byte_offset = valid_bytes,
                         position,
                         %fault,
-                        discarded_bytes = discarded.len(),
+                        discarded_bytes,
                         "cutting the WAL after its last intact record: an unfinished write, \
                          or what a recycled segment held before"
                     );
                 }
+                drop(segment);
                 truncate_file(&path, valid_bytes)?;
                 valid_bytes
             }
@@ -199,6 +203,71 @@ fn recover_wal(
         next_position: recovered.wal_last_position + 1,
     });
     Ok((recovered, last_segment))
+}
+
+/// How much of a segment file recovery reads at once.
+pub(crate) const READ_WINDOW_BYTES: usize = 1 << 20;
+
+/// A segment file read through one buffer, which holds a window of the file (more only while
+/// a larger record is in hand). Reads go front to back; going back reads again. Reading whole segments instead cost a
+/// restart most of its time on a VM: a fresh buffer of a segment's size (64 MiB) is memory
+/// the kernel must zero page by page, where this buffer's pages are touched once and reused.
+pub(crate) struct SegmentFile {
+    file: File,
+    len: usize,
+    window_bytes: usize,
+    buffer: Vec<u8>,
+    /// The file offset of `buffer[0]`.
+    buffer_offset: usize,
+}
+
+impl SegmentFile {
+    pub(crate) fn open(path: &Path, window_bytes: usize) -> std::io::Result<SegmentFile> {
+        assert!(window_bytes > 0, "a window holds something");
+        let file = File::open(path)?;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| std::io::Error::other("the file is larger than memory can address"))?;
+        Ok(SegmentFile {
+            file,
+            len,
+            window_bytes,
+            buffer: Vec::new(),
+            buffer_offset: 0,
+        })
+    }
+}
+
+impl SegmentBytes for SegmentFile {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn bytes_at(&mut self, offset: usize, wanted: usize) -> std::io::Result<&[u8]> {
+        if offset < self.buffer_offset {
+            // Back to an earlier part (the bytes after a fault, once the search beyond it is
+            // done): read it again.
+            self.buffer.clear();
+            self.buffer_offset = offset;
+        }
+        let wanted_end = offset.saturating_add(wanted).min(self.len);
+        let buffered_end = self.buffer_offset + self.buffer.len();
+        if wanted_end > buffered_end {
+            // Keep what is buffered from `offset` on and read on from its end, a window's
+            // worth at least, or the rest of the file.
+            let kept_from = offset.min(buffered_end);
+            self.buffer.drain(..kept_from - self.buffer_offset);
+            self.buffer_offset = kept_from;
+            let read_end = wanted_end.max(offset.saturating_add(self.window_bytes).min(self.len));
+            let read_from = self.buffer_offset + self.buffer.len();
+            self.buffer.resize(read_end - self.buffer_offset, 0);
+            // A file that shrank meanwhile ends early: an error, not a shorter segment.
+            self.file.read_exact_at(
+                &mut self.buffer[read_from - self.buffer_offset..],
+                read_from as u64,
+            )?;
+        }
+        Ok(&self.buffer[offset - self.buffer_offset..])
+    }
 }
 
 /// Cuts `path` to `valid_bytes` and makes the new length durable.
@@ -428,5 +497,76 @@ impl SegmentWriter {
         );
         self.segment = segment;
         self.start_at_last_page();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{encode_record, scan_segment, Record, SegmentScan};
+    use proptest::prelude::*;
+
+    fn scanned<S: SegmentBytes>(source: &mut S) -> (SegmentScan, Vec<(Position, Vec<u8>)>, bool) {
+        let mut entries = Vec::new();
+        let scan = scan_segment(source, 10, |record: &Record<'_>| {
+            entries.push((record.position, record.payload.to_vec()))
+        })
+        .expect("reads");
+        let end = scan
+            .fault
+            .as_ref()
+            .map_or(source.len(), |fault| fault.offset);
+        let zeros = zeros_from(source, end).expect("reads");
+        (scan, entries, zeros)
+    }
+
+    proptest! {
+        /// Read through a window of any size, a segment file scans exactly as the same bytes
+        /// whole in memory: the same records, the same fault, the same search after it.
+        #[test]
+        fn a_file_read_through_a_window_scans_as_its_bytes_in_memory(
+            before in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..6),
+            damage in proptest::collection::vec(any::<u8>(), 0..40),
+            after in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..3),
+            zeros in 0usize..300,
+            window_bytes in prop_oneof![1usize..40, Just(4096usize)],
+        ) {
+            let mut bytes = Vec::new();
+            for (index, payload) in before.iter().enumerate() {
+                encode_record(10 + index as Position, payload, &mut bytes);
+            }
+            bytes.extend_from_slice(&damage);
+            for (index, payload) in after.iter().enumerate() {
+                encode_record(11 + (before.len() + index) as Position, payload, &mut bytes);
+            }
+            bytes.resize(bytes.len() + zeros, 0);
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("segment");
+            fs::write(&path, &bytes).expect("write");
+            let mut file = SegmentFile::open(&path, window_bytes).expect("open");
+            prop_assert_eq!(scanned(&mut file), scanned(&mut &bytes[..]));
+        }
+    }
+
+    #[test]
+    fn a_segment_that_shrinks_while_it_is_read_is_an_error() {
+        let mut bytes = Vec::new();
+        for position in 10..20 {
+            encode_record(position, &[7; 100], &mut bytes);
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("segment");
+        fs::write(&path, &bytes).expect("write");
+        let mut file = SegmentFile::open(&path, 256).expect("open");
+        File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|cut| cut.set_len(300))
+            .expect("cut");
+        let read = scan_segment(&mut file, 10, |_| {});
+        assert_eq!(
+            read.expect_err("the file ended early").kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
     }
 }
