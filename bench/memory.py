@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Resident memory of a server holding N znodes: creates N children of /m with 100-byte values
-(pipelined through kazoo) and prints the server process's RSS before, after, and after a restart
-(the tree rebuilt from its snapshot and log, without the garbage of the load). Apache's RSS
+(or --value-bytes; pipelined through kazoo) and prints the server process's RSS before, after,
+and after a restart (the tree rebuilt from its snapshot and log, without the garbage of the
+load), with the restarted process's peak RSS. Apache's RSS
 includes the JVM's heap slack. A standalone server's restart also reports how long it took to
 load the tree, by the server's own count (mntr's dbinittime, which both servers keep).
 
@@ -13,7 +14,9 @@ what recovery holds on to as well.
     python3 bench/memory.py zoolog 200000
     python3 bench/memory.py apache 200000
     python3 bench/memory.py zoolog 200000 --ensemble
+    python3 bench/memory.py zoolog 4000 --value-bytes 100000
 """
+import argparse
 import os
 import shutil
 import socket
@@ -28,27 +31,29 @@ from kazoo.client import KazooClient
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "tests" / "zk-server"
 PIPELINE_DEPTH = 2000
-VALUE = b"x" * 100
 
 sys.path.insert(0, str(ROOT / "tests" / "ensemble"))
 from ensemble import Ensemble  # noqa: E402
 
 
-def rss_mib(pid: int) -> int:
+def rss_mib(pid: int, key: str = "VmRSS") -> int:
+    """The process's resident memory, or with key="VmHWM" its peak."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS"):
+        if line.startswith(key):
             return int(line.split()[1]) // 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {key}")
 
 
-def load(hosts: str, count: int) -> None:
+def load(hosts: str, count: int, value: bytes) -> None:
     client = KazooClient(hosts=hosts, timeout=30)
+    # Enough requests in flight to load quickly, few enough to stay within the servers' limits.
+    depth = max(1, min(PIPELINE_DEPTH, (64 << 20) // max(1, len(value))))
     client.start()
     client.create("/m")
     pending = []
     for i in range(count):
-        pending.append(client.create_async(f"/m/n{i:07d}", VALUE))
-        if len(pending) >= PIPELINE_DEPTH:
+        pending.append(client.create_async(f"/m/n{i:07d}", value))
+        if len(pending) >= depth:
             [p.get() for p in pending]
             pending = []
     [p.get() for p in pending]
@@ -75,49 +80,54 @@ def launcher(env, *args) -> str:
     return subprocess.run([str(LAUNCHER), *args], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def standalone(kind: str, count: int) -> str:
+def standalone(kind: str, count: int, value: bytes) -> str:
     env = dict(os.environ, ZK_KIND=kind)
     directory = Path(tempfile.mkdtemp(prefix=f"memory-{kind}-"))
     port = launcher(env, "start", str(directory))
     pid = lambda: int((directory / "pid").read_text())  # noqa: E731 (the pid changes on restart)
     before = rss_mib(pid())
-    load(f"127.0.0.1:{port}", count)
+    load(f"127.0.0.1:{port}", count, value)
     after = rss_mib(pid())
     launcher(env, "stop", str(directory))
     port = launcher(env, "restart", str(directory))
     load_ms = dbinittime_ms(int(port))
     time.sleep(1)
-    recovered = rss_mib(pid())
+    recovered, peak = rss_mib(pid()), rss_mib(pid(), "VmHWM")
     launcher(env, "stop", str(directory))
-    return (f"RSS {before} MiB empty, {after} MiB loaded, {recovered} MiB after a restart, "
-            f"which loaded the tree in {load_ms} ms (dbinittime)")
+    return (f"RSS {before} MiB empty, {after} MiB loaded, {recovered} MiB after a restart "
+            f"(peak {peak} MiB), which loaded the tree in {load_ms} ms (dbinittime)")
 
 
-def ensemble(kind: str, count: int) -> str:
+def ensemble(kind: str, count: int, value: bytes) -> str:
     directory = tempfile.mkdtemp(prefix=f"memory-ensemble-{kind}-")
     members = Ensemble.create(directory, 3, kind=kind)
     try:
         members.up(timeout_s=90)
         follower = members.followers()[0]
         before = rss_mib(members.pid(follower))
-        load(members.hosts(members.leader()), count)
+        load(members.hosts(members.leader()), count, value)
         after = {sid: rss_mib(members.pid(sid)) for sid in members.ids}
         members.stop(follower)
         members.start(follower)
         members.wait_quorum()
         time.sleep(1)
         recovered = rss_mib(members.pid(follower))
+        peak = rss_mib(members.pid(follower), "VmHWM")
     finally:
         members.destroy()
         shutil.rmtree(directory, ignore_errors=True)
     loaded = ", ".join(f"server {sid} {mib}" for sid, mib in sorted(after.items()))
     return (f"loaded RSS {loaded} MiB; follower {follower}: {before} MiB empty, "
-            f"{after[follower]} MiB loaded, {recovered} MiB after a restart")
+            f"{after[follower]} MiB loaded, {recovered} MiB after a restart (peak {peak} MiB)")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    kind, count = sys.argv[1], int(sys.argv[2])
-    measure = ensemble if "--ensemble" in sys.argv[3:] else standalone
-    print(f"{kind}: {count} znodes of 100 bytes: {measure(kind, count)}")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["zoolog", "apache"])
+    parser.add_argument("count", type=int, help="znodes to create")
+    parser.add_argument("--ensemble", action="store_true", help="a 3-member ensemble, one follower restarted")
+    parser.add_argument("--value-bytes", type=int, default=100, help="bytes of each znode's value (default 100)")
+    args = parser.parse_args()
+    measure = ensemble if args.ensemble else standalone
+    result = measure(args.kind, args.count, b"x" * args.value_bytes)
+    print(f"{args.kind}: {args.count} znodes of {args.value_bytes} bytes: {result}")

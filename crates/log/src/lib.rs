@@ -43,7 +43,7 @@ pub use replica::{
 };
 pub use segment::ReadTimes;
 pub use single::{LogStats, Recovered, SingleLog, SingleLogConfig};
-pub use snapshot::{SnapshotSink, SnapshotStore, SNAPSHOTS_RETAINED_MIN};
+pub use snapshot::{SnapshotPayload, SnapshotSink, SnapshotStore, SNAPSHOTS_RETAINED_MIN};
 pub use summary::Summary;
 
 use bytes::Bytes;

@@ -48,7 +48,7 @@ use crate::segment::{
     list_segments, purge_segments, read_snapshot_and_wal, truncate_file, ActiveSegment, ReadBack,
     ReadTimes, SegmentFile, SegmentWriter, READ_WINDOW_BYTES,
 };
-use crate::snapshot::{SnapshotSink, SnapshotStore};
+use crate::snapshot::{SnapshotPayload, SnapshotSink, SnapshotStore};
 use crate::{LogStats, Position};
 
 /// Bytes the entry's epoch takes at the start of a record's payload.
@@ -110,18 +110,19 @@ impl ReplicaLogConfig {
     }
 }
 
-/// What a replica finds on disk when it starts.
+/// What a replica finds on disk when it starts. `S` is what the opener's decoder made of the
+/// snapshot: its bytes, by default.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicaRecovered {
+pub struct ReplicaRecovered<S = Bytes> {
     pub epochs: ReplicaEpochs,
-    pub snapshot: Option<(Position, Bytes)>,
+    pub snapshot: Option<(Position, S)>,
     /// Every logged entry after the snapshot, consecutive. Not necessarily committed: the
     /// protocol decides which of them survive.
     pub entries: Vec<ReplicaEntry>,
     pub read_times: ReadTimes,
 }
 
-impl ReplicaRecovered {
+impl<S> ReplicaRecovered<S> {
     /// The position of the last entry the replica holds, logged or in the snapshot.
     pub fn last_position(&self) -> Position {
         match (self.entries.last(), &self.snapshot) {
@@ -220,6 +221,15 @@ impl ReplicaLog {
     pub fn open(
         config: ReplicaLogConfig,
     ) -> Result<(ReplicaLog, ReplicaRecovered, mpsc::Receiver<Durable>), LogError> {
+        ReplicaLog::open_decoding(config, SnapshotPayload::read_whole)
+    }
+
+    /// [`ReplicaLog::open`], with the snapshot's payload streamed through `decode` instead of
+    /// read whole (see [`SnapshotStore::decode_newest_valid`]).
+    pub fn open_decoding<S>(
+        config: ReplicaLogConfig,
+        decode: impl FnMut(&mut SnapshotPayload) -> Result<S, String>,
+    ) -> Result<(ReplicaLog, ReplicaRecovered<S>, mpsc::Receiver<Durable>), LogError> {
         config.validate()?;
         let dir_locks = create_and_lock_dirs(&config.wal_dir, &config.snapshot_dir)?;
         let epochs = read_epochs(&config.wal_dir)?;
@@ -230,7 +240,7 @@ impl ReplicaLog {
             tail: recovered_tail,
             mut last_segment,
             times: read_times,
-        } = read_snapshot_and_wal(&snapshots, &config.wal_dir)?;
+        } = read_snapshot_and_wal(&snapshots, &config.wal_dir, decode)?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let shared = Arc::new(Shared {
             fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),

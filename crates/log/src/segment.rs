@@ -30,8 +30,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
 use crate::fsync_stats::FsyncStats;
@@ -40,7 +38,7 @@ use crate::recovery::{
     first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
     segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
 };
-use crate::snapshot::SnapshotStore;
+use crate::snapshot::{SnapshotPayload, SnapshotStore};
 use crate::Position;
 
 /// First positions of the segment files in `wal_dir`, sorted.
@@ -111,21 +109,24 @@ pub struct ReadTimes {
     pub wal_us: u64,
 }
 
-/// What either log reads back when it opens.
-pub(crate) struct ReadBack {
-    pub snapshot: Option<(Position, Bytes)>,
+/// What either log reads back when it opens: `S` is what the opener's decoder made of the
+/// snapshot.
+pub(crate) struct ReadBack<S> {
+    pub snapshot: Option<(Position, S)>,
     pub tail: RecoveredTail,
     pub last_segment: Option<LastSegment>,
     pub times: ReadTimes,
 }
 
-/// Reads the newest valid snapshot, then the WAL's entries after it, timing each.
-pub(crate) fn read_snapshot_and_wal(
+/// Reads the newest valid snapshot through `decode`, then the WAL's entries after it, timing
+/// each.
+pub(crate) fn read_snapshot_and_wal<S>(
     snapshots: &SnapshotStore,
     wal_dir: &Path,
-) -> Result<ReadBack, LogError> {
+    decode: impl FnMut(&mut SnapshotPayload) -> Result<S, String>,
+) -> Result<ReadBack<S>, LogError> {
     let reading = Instant::now();
-    let snapshot = snapshots.load_newest_valid()?;
+    let snapshot = snapshots.decode_newest_valid(decode)?;
     let snapshot_us = reading.elapsed().as_micros() as u64;
     let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
     let reading = Instant::now();

@@ -25,7 +25,7 @@ use crate::recovery::RecoveredTail;
 use crate::segment::{
     purge_segments, read_snapshot_and_wal, ActiveSegment, ReadBack, ReadTimes, SegmentWriter,
 };
-use crate::snapshot::{SnapshotSink, SnapshotStore};
+use crate::snapshot::{SnapshotPayload, SnapshotSink, SnapshotStore};
 use crate::{CommittedBatch, OrderingLayer, Position};
 
 /// Where the log lives and the limits of every queue and buffer in it.
@@ -61,16 +61,17 @@ impl SingleLogConfig {
 }
 
 /// What recovery found, for the server to rebuild its state: load the snapshot (if any),
-/// then apply the tail in order.
+/// then apply the tail in order. `S` is what the opener's decoder made of the snapshot: its
+/// bytes, by default.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovered {
-    pub snapshot: Option<(Position, Bytes)>,
+pub struct Recovered<S = Bytes> {
+    pub snapshot: Option<(Position, S)>,
     /// The committed entries after the snapshot, consecutive.
     pub tail: Vec<(Position, Bytes)>,
     pub read_times: ReadTimes,
 }
 
-impl Recovered {
+impl<S> Recovered<S> {
     /// The position the state stands at once snapshot and tail are applied.
     pub fn last_position(&self) -> Position {
         match (self.tail.last(), &self.snapshot) {
@@ -135,6 +136,15 @@ impl SingleLog {
     pub fn open(
         config: SingleLogConfig,
     ) -> Result<(SingleLog, Recovered, mpsc::Receiver<CommittedBatch>), LogError> {
+        SingleLog::open_decoding(config, SnapshotPayload::read_whole)
+    }
+
+    /// [`SingleLog::open`], with the snapshot's payload streamed through `decode` instead of
+    /// read whole (see [`SnapshotStore::decode_newest_valid`]).
+    pub fn open_decoding<S>(
+        config: SingleLogConfig,
+        decode: impl FnMut(&mut SnapshotPayload) -> Result<S, String>,
+    ) -> Result<(SingleLog, Recovered<S>, mpsc::Receiver<CommittedBatch>), LogError> {
         config.validate()?;
         let dir_locks = create_and_lock_dirs(&config.wal_dir, &config.snapshot_dir)?;
         let snapshots =
@@ -148,7 +158,7 @@ impl SingleLog {
                 },
             last_segment,
             times: read_times,
-        } = read_snapshot_and_wal(&snapshots, &config.wal_dir)?;
+        } = read_snapshot_and_wal(&snapshots, &config.wal_dir, decode)?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let committed_position = wal_last_position.max(snapshot_position);
         if wal_last_position < snapshot_position {

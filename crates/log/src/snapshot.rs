@@ -5,7 +5,7 @@
 //! cut short by a crash, or renamed to another position by hand, is rejected.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -36,10 +36,6 @@ fn parse_snapshot_file_name(name: &str) -> Option<Position> {
     u64::from_str_radix(hex, 16)
         .ok()
         .filter(|position| *position <= POSITION_MAX && snapshot_file_name(*position) == name)
-}
-
-fn checksum(position: Position, payload: &[u8]) -> u32 {
-    checksum_of_parts(position, payload.len() as u64, crc32c::crc32c(payload))
 }
 
 /// The checksum of position, length and payload, from the payload's own checksum: the
@@ -100,27 +96,112 @@ fn decode_header(bytes: &[u8]) -> Result<Header, String> {
     })
 }
 
-/// Checks a whole snapshot file image; returns the position it holds and its payload range.
-fn decode_snapshot(bytes: &[u8]) -> Result<(Position, std::ops::Range<usize>), String> {
-    let header = decode_header(bytes)?;
-    let expected_len = (HEADER_BYTES as u64).checked_add(header.payload_len);
-    if expected_len != Some(bytes.len() as u64) {
-        return Err(format!(
-            "file is {} bytes but its header promises {} bytes of payload",
-            bytes.len(),
-            header.payload_len
-        ));
-    }
-    let payload = HEADER_BYTES..bytes.len();
-    let computed = checksum(header.position, &bytes[payload.clone()]);
-    if computed != header.crc {
-        return Err(format!(
-            "checksum mismatch (stored {:#010x}, computed {computed:#010x})",
-            header.crc
-        ));
-    }
-    Ok((header.position, payload))
+/// Opens the snapshot file at `path`, named for `position`, at its payload, if its header
+/// and length are those of a complete snapshot of that position; warns and answers `None`
+/// when they are not.
+fn open_payload(
+    path: &Path,
+    position: Position,
+) -> Result<Option<(Header, SnapshotPayload)>, LogError> {
+    let mut file = File::open(path).context(|| format!("open snapshot {}", path.display()))?;
+    let file_bytes = file
+        .metadata()
+        .context(|| format!("stat snapshot {}", path.display()))?
+        .len();
+    let mut header_bytes = Vec::with_capacity(HEADER_BYTES);
+    (&mut file)
+        .take(HEADER_BYTES as u64)
+        .read_to_end(&mut header_bytes)
+        .context(|| format!("read snapshot {}", path.display()))?;
+    let complete = decode_header(&header_bytes).and_then(|header| {
+        if header.position != position {
+            return Err(format!(
+                "its header names position {}, not the one in its name",
+                header.position
+            ));
+        }
+        let expected_bytes = (HEADER_BYTES as u64).checked_add(header.payload_len);
+        if expected_bytes != Some(file_bytes) {
+            return Err(format!(
+                "file is {file_bytes} bytes but its header promises {} bytes of payload",
+                header.payload_len
+            ));
+        }
+        Ok(header)
+    });
+    let header = match complete {
+        Ok(header) => header,
+        Err(reason) => {
+            tracing::warn!(file = %path.display(), %reason, "skipping damaged snapshot");
+            return Ok(None);
+        }
+    };
+    let payload = SnapshotPayload {
+        file: BufReader::with_capacity(PAYLOAD_READ_BYTES, file),
+        left_bytes: header.payload_len,
+        crc: 0,
+        read_error: None,
+    };
+    Ok(Some((header, payload)))
 }
+
+/// A snapshot's payload as it comes off its file, summed as it is read: whoever decodes it
+/// learns once it is all read whether these were the bytes written.
+pub struct SnapshotPayload {
+    file: BufReader<File>,
+    left_bytes: u64,
+    crc: u32,
+    /// The first read error, kept for the store: a snapshot it could not read is not judged
+    /// damaged, and start-up fails on it.
+    read_error: Option<std::io::Error>,
+}
+
+impl SnapshotPayload {
+    /// Bytes of the payload not read yet.
+    pub fn left_bytes(&self) -> u64 {
+        self.left_bytes
+    }
+
+    /// The rest of the payload, whole in memory: the decoder of those who want the bytes.
+    pub fn read_whole(&mut self) -> Result<Bytes, String> {
+        let capacity = usize::try_from(self.left_bytes).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(capacity);
+        self.read_to_end(&mut bytes)
+            .map_err(|error| error.to_string())?;
+        Ok(Bytes::from(bytes))
+    }
+}
+
+impl Read for SnapshotPayload {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let wanted =
+            usize::try_from(self.left_bytes).map_or(buffer.len(), |left| left.min(buffer.len()));
+        if wanted == 0 {
+            return Ok(0);
+        }
+        let read = match self.file.read(&mut buffer[..wanted]) {
+            // The header was checked against the file's length: it shrank while read.
+            Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+            read => read,
+        };
+        match read {
+            Ok(count) => {
+                self.crc = crc32c::crc32c_append(self.crc, &buffer[..count]);
+                self.left_bytes -= count as u64;
+                Ok(count)
+            }
+            Err(error) => {
+                if error.kind() != std::io::ErrorKind::Interrupted && self.read_error.is_none() {
+                    self.read_error = Some(std::io::Error::new(error.kind(), error.to_string()));
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Bytes a snapshot's payload is read in.
+const PAYLOAD_READ_BYTES: usize = 1 << 20;
 
 /// Snapshot files in one directory (ZooKeeper's dataDir).
 ///
@@ -248,25 +329,52 @@ impl SnapshotStore {
         self.dir.join(snapshot_file_name(position))
     }
 
-    /// The newest snapshot whose checksum holds. Damaged ones are skipped with a warning:
-    /// an older snapshot plus a longer WAL tail reaches the same state.
+    /// The newest snapshot whose checksum holds, whole in memory. Damaged ones are skipped
+    /// with a warning: an older snapshot plus a longer WAL tail reaches the same state.
     pub fn load_newest_valid(&self) -> Result<Option<(Position, Bytes)>, LogError> {
+        self.decode_newest_valid(SnapshotPayload::read_whole)
+    }
+
+    /// What `decode` makes of the newest snapshot whose checksum holds. The payload streams
+    /// through `decode`, so it is never whole in memory unless `decode` keeps it so. Damaged
+    /// snapshots are skipped with a warning, as in [`SnapshotStore::load_newest_valid`]; one
+    /// that cannot be read, or whose checksum holds but which `decode` refuses, is an error.
+    pub fn decode_newest_valid<T>(
+        &self,
+        mut decode: impl FnMut(&mut SnapshotPayload) -> Result<T, String>,
+    ) -> Result<Option<(Position, T)>, LogError> {
         for position in self.positions_newest_first()? {
             let path = self.path_of(position);
-            let bytes = Bytes::from(
-                fs::read(&path).context(|| format!("read snapshot {}", path.display()))?,
-            );
-            match decode_snapshot(&bytes) {
-                Ok((stored, _)) if stored != position => tracing::warn!(
-                    file = %path.display(),
-                    stored,
-                    "skipping snapshot whose header names another position than its file name"
-                ),
-                Ok((_, payload)) => return Ok(Some((position, bytes.slice(payload)))),
-                Err(reason) => tracing::warn!(
-                    file = %path.display(), %reason, "skipping damaged snapshot"
-                ),
+            let Some((header, mut payload)) = open_payload(&path, position)? else {
+                continue;
+            };
+            let decoded = decode(&mut payload);
+            // What `decode` left unread (all of it, if it gave up) counts in the checksum too.
+            let drained = std::io::copy(&mut payload, &mut std::io::sink());
+            let read_error = payload.read_error.take().or(drained.err());
+            if let Some(error) = read_error {
+                return Err(error).context(|| format!("read snapshot {}", path.display()));
             }
+            let computed = checksum_of_parts(position, header.payload_len, payload.crc);
+            if computed != header.crc {
+                tracing::warn!(
+                    file = %path.display(),
+                    reason = format_args!(
+                        "checksum mismatch (stored {:#010x}, computed {computed:#010x})",
+                        header.crc
+                    ),
+                    "skipping damaged snapshot"
+                );
+                continue;
+            }
+            return match decoded {
+                Ok(value) => Ok(Some((position, value))),
+                Err(reason) => Err(LogError::Corrupt(format!(
+                    "{} passes its checksum but does not decode: {reason}. Move it away to \
+                     start from the snapshot before it.",
+                    path.display()
+                ))),
+            };
         }
         Ok(None)
     }
@@ -354,8 +462,10 @@ mod tests {
         let mut direct = crc32c::crc32c(&42u64.to_le_bytes());
         direct = crc32c::crc32c_append(direct, &(payload.len() as u64).to_le_bytes());
         direct = crc32c::crc32c_append(direct, payload);
-        assert_eq!(checksum(42, payload), direct);
-        assert_eq!(checksum(42, b""), {
+        let checksum =
+            |payload: &[u8]| checksum_of_parts(42, payload.len() as u64, crc32c::crc32c(payload));
+        assert_eq!(checksum(payload), direct);
+        assert_eq!(checksum(b""), {
             let crc = crc32c::crc32c(&42u64.to_le_bytes());
             crc32c::crc32c_append(crc, &0u64.to_le_bytes())
         });
@@ -405,31 +515,67 @@ mod tests {
         );
     }
 
-    #[test]
-    fn image_round_trips() {
-        let bytes = image(42, b"state");
-        let (position, payload) = decode_snapshot(&bytes).unwrap();
-        assert_eq!(position, 42);
-        assert_eq!(&bytes[payload], b"state");
+    /// A store holding a good snapshot at position 3, under a newer file of `image`'s bytes.
+    fn store_under(image: &[u8]) -> (tempfile::TempDir, SnapshotStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path(), 3).unwrap();
+        store.save(3, b"older").unwrap();
+        fs::write(store.path_of(42), image).unwrap();
+        (dir, store)
     }
 
     #[test]
-    fn every_truncation_and_flipped_bit_is_rejected() {
+    fn a_saved_image_loads_back() {
+        let (_dir, store) = store_under(&image(42, b"state"));
+        assert_eq!(
+            store.load_newest_valid().unwrap(),
+            Some((42, Bytes::from_static(b"state")))
+        );
+    }
+
+    #[test]
+    fn every_truncation_and_flipped_bit_is_skipped_for_the_older_snapshot() {
         let bytes = image(42, b"state");
+        let older = Some((3, Bytes::from_static(b"older")));
         for cut in 0..bytes.len() {
-            assert!(
-                decode_snapshot(&bytes[..cut]).is_err(),
-                "cut at {cut} accepted"
-            );
+            let (_dir, store) = store_under(&bytes[..cut]);
+            assert_eq!(store.load_newest_valid().unwrap(), older, "cut at {cut}");
         }
         for index in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[index] ^= 0x10;
-            assert!(
-                decode_snapshot(&damaged).is_err(),
-                "flip at {index} accepted"
-            );
+            let (_dir, store) = store_under(&damaged);
+            assert_eq!(store.load_newest_valid().unwrap(), older, "flip at {index}");
         }
+    }
+
+    #[test]
+    fn the_checksum_covers_what_a_decoder_left_unread() {
+        let mut damaged = image(42, b"state");
+        *damaged.last_mut().unwrap() ^= 1;
+        let (_dir, store) = store_under(&damaged);
+        let first_byte = |payload: &mut SnapshotPayload| {
+            let mut byte = [0u8; 1];
+            payload
+                .read_exact(&mut byte)
+                .map_err(|error| error.to_string())?;
+            Ok(byte[0])
+        };
+        assert_eq!(
+            store.decode_newest_valid(first_byte).unwrap(),
+            Some((3, b'o'))
+        );
+    }
+
+    #[test]
+    fn a_snapshot_whose_checksum_holds_but_does_not_decode_is_an_error() {
+        let (_dir, store) = store_under(&image(42, b"state"));
+        let refuse = |_: &mut SnapshotPayload| -> Result<(), String> { Err("not a tree".into()) };
+        let error = store.decode_newest_valid(refuse).unwrap_err();
+        assert!(
+            matches!(&error, LogError::Corrupt(message) if message.contains("not a tree")),
+            "{error}"
+        );
     }
 
     #[test]

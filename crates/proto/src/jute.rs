@@ -34,6 +34,11 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.offset
     }
 
+    /// Bytes read so far.
+    pub fn consumed(&self) -> usize {
+        self.offset
+    }
+
     pub fn take(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
         if count > self.remaining() {
             return Err(DecodeError::Truncated {

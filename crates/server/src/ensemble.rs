@@ -36,6 +36,7 @@ use zoolog_zab::{
 
 use crate::config::{EnsembleConfig, ServerConfig};
 use crate::core::Role;
+use crate::shell::{decode_snapshot, tree_config, DecodedSnapshot};
 use crate::stats::{elapsed_us, LogOpened};
 
 /// What the ordering layer tells the front end, in order.
@@ -248,8 +249,8 @@ enum PeerEvent {
 /// What the front end starts from.
 pub struct Started {
     pub ensemble: Arc<Ensemble>,
-    /// The newest snapshot (tree bytes and its position), if any.
-    pub snapshot: Option<(Position, Bytes)>,
+    /// The newest snapshot (its position and tree), if any.
+    pub snapshot: Option<(Position, DecodedSnapshot)>,
     pub deliveries: mpsc::Receiver<Delivery>,
     pub opened: LogOpened,
 }
@@ -269,14 +270,25 @@ impl Ensemble {
         log_config.limits = config.wal_limits();
         let entry_bytes_max = log_config.limits.entry_bytes_max;
         let opening = Instant::now();
-        let (replica, recovered, durable) = ReplicaLog::open(log_config)?;
+        let tree_config = tree_config(config);
+        let (replica, recovered, durable) = ReplicaLog::open_decoding(log_config, |payload| {
+            let mut epoch = [0u8; SNAPSHOT_EPOCH_BYTES];
+            std::io::Read::read_exact(payload, &mut epoch).map_err(|_| {
+                format!(
+                    "{} bytes are too few to hold its epoch",
+                    payload.left_bytes()
+                )
+            })?;
+            let snapshot = decode_snapshot(payload, tree_config.clone())?;
+            Ok((u64::from_be_bytes(epoch), snapshot))
+        })?;
         let opened = LogOpened {
             took_us: elapsed_us(opening),
             read_times: recovered.read_times,
             entries: recovered.entries.len() as u64,
         };
         let replica = Arc::new(replica);
-        let (recovered, snapshot) = split_recovered(recovered)?;
+        let (recovered, snapshot) = split_recovered(recovered);
 
         let own = &ensemble.members[&me];
         let bind: SocketAddr = resolve(&own.host, own.quorum_port).await?;
@@ -502,8 +514,6 @@ pub enum EnsembleError {
     },
     #[error("cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
-    #[error("the newest snapshot is too short to hold its epoch ({bytes} bytes)")]
-    Snapshot { bytes: usize },
 }
 
 fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabConfig {
@@ -535,21 +545,11 @@ fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabC
 }
 
 fn split_recovered(
-    recovered: ReplicaRecovered,
-) -> Result<(zoolog_zab::Recovered, Option<(Position, Bytes)>), EnsembleError> {
+    recovered: ReplicaRecovered<(u64, DecodedSnapshot)>,
+) -> (zoolog_zab::Recovered, Option<(Position, DecodedSnapshot)>) {
     let (snapshot_position, snapshot_epoch, snapshot) = match recovered.snapshot {
         None => (0, 0, None),
-        Some((position, bytes)) => {
-            if bytes.len() < SNAPSHOT_EPOCH_BYTES {
-                return Err(EnsembleError::Snapshot { bytes: bytes.len() });
-            }
-            let epoch = u64::from_be_bytes(bytes[..SNAPSHOT_EPOCH_BYTES].try_into().unwrap());
-            (
-                position,
-                epoch,
-                Some((position, bytes.slice(SNAPSHOT_EPOCH_BYTES..))),
-            )
-        }
+        Some((position, (epoch, snapshot))) => (position, epoch, Some((position, snapshot))),
     };
     let zab = zoolog_zab::Recovered {
         epochs: Epochs {
@@ -568,7 +568,7 @@ fn split_recovered(
             })
             .collect(),
     };
-    Ok((zab, snapshot))
+    (zab, snapshot)
 }
 
 async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {

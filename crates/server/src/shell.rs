@@ -15,7 +15,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use zoolog_log::{
-    CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig, SnapshotSink,
+    CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig, SnapshotPayload,
+    SnapshotSink,
 };
 use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
 use zoolog_tree::{ConnectionId, DataTree};
@@ -103,8 +104,6 @@ pub enum ServeError {
     Log(#[from] zoolog_log::LogError),
     #[error(transparent)]
     Ensemble(#[from] EnsembleError),
-    #[error("the snapshot at position {position} cannot be read: {reason}")]
-    Snapshot { position: u64, reason: String },
     #[error("cannot listen on {address}: {source}")]
     Listen {
         address: SocketAddr,
@@ -123,19 +122,22 @@ pub async fn run(config: ServerConfig) -> Result<(), ServeError> {
     let mut log_config = SingleLogConfig::new(&config.data_log_dir, &config.data_dir);
     log_config.limits = config.wal_limits();
     let opening = Instant::now();
-    let (log, recovered, committed) = SingleLog::open(log_config)?;
+    let tree_config = tree_config(&config);
+    let (log, recovered, committed) = SingleLog::open_decoding(log_config, |payload| {
+        decode_snapshot(payload, tree_config.clone())
+    })?;
     let opened = LogOpened {
         took_us: elapsed_us(opening),
         read_times: recovered.read_times,
         entries: recovered.tail.len() as u64,
     };
     let log = Arc::new(log);
-    let state = recover_from_snapshot(
-        &config,
+    let state = recovered_state(
         recovered.snapshot,
         log.snapshot_store().dir(),
         opened,
-    )?;
+        tree_config,
+    );
     tracing::info!(
         snapshot = state.snapshot.as_ref().map_or(0, |record| record.zxid),
         tail_entries = recovered.tail.len(),
@@ -162,7 +164,12 @@ async fn run_ensemble(config: ServerConfig) -> Result<(), ServeError> {
         deliveries,
         opened,
     } = Ensemble::start(&config).await?;
-    let state = recover_from_snapshot(&config, snapshot, ensemble.snapshot_dir(), opened)?;
+    let state = recovered_state(
+        snapshot,
+        ensemble.snapshot_dir(),
+        opened,
+        tree_config(&config),
+    );
     tracing::info!(
         snapshot = state.snapshot.as_ref().map_or(0, |record| record.zxid),
         "recovered; looking for the ensemble's leader"
@@ -186,49 +193,57 @@ struct RecoveredState {
     startup: Startup,
 }
 
-/// Decodes the newest snapshot into the tree. It takes the snapshot's bytes so that they are
-/// freed once decoded, not held while the server runs.
-fn recover_from_snapshot(
-    config: &ServerConfig,
-    snapshot: Option<(u64, bytes::Bytes)>,
+/// The newest snapshot as start-up decodes it, straight from its file.
+pub struct DecodedSnapshot {
+    tree: DataTree,
+    tree_bytes: u64,
+}
+
+/// Decodes the tree whose snapshot is the rest of `payload`. It streams from the file, so a
+/// restart needs the tree's memory, not the tree's and its snapshot's.
+pub(crate) fn decode_snapshot(
+    payload: &mut SnapshotPayload,
+    tree_config: zoolog_tree::TreeConfig,
+) -> Result<DecodedSnapshot, String> {
+    let tree_bytes = payload.left_bytes();
+    let tree = DataTree::decode_snapshot_from(&mut *payload, tree_bytes, tree_config)
+        .map_err(|error| error.to_string())?;
+    Ok(DecodedSnapshot { tree, tree_bytes })
+}
+
+/// The tree start-up recovered from its snapshot (an empty one without), with what the
+/// metrics report of how.
+fn recovered_state(
+    snapshot: Option<(u64, DecodedSnapshot)>,
     snapshot_dir: &Path,
     opened: LogOpened,
-) -> Result<RecoveredState, ServeError> {
-    let tree_config = tree_config(config);
-    let mut startup = Startup {
+    tree_config: zoolog_tree::TreeConfig,
+) -> RecoveredState {
+    let startup = Startup {
         total_us: opened.took_us,
-        snapshot_load_us: None,
+        snapshot_load_us: snapshot.as_ref().map(|_| opened.read_times.snapshot_us),
         log_load: (opened.entries > 0).then_some(LogLoad {
             entries: opened.entries,
             took_us: opened.read_times.wal_us,
         }),
     };
-    let Some((position, bytes)) = snapshot else {
-        return Ok(RecoveredState {
+    let Some((position, decoded)) = snapshot else {
+        return RecoveredState {
             tree: DataTree::new(tree_config),
             snapshot: None,
             startup,
-        });
+        };
     };
-    let decoding = Instant::now();
-    let tree =
-        DataTree::decode_snapshot(&bytes, tree_config).map_err(|error| ServeError::Snapshot {
-            position,
-            reason: error.to_string(),
-        })?;
-    let decode_us = elapsed_us(decoding);
-    startup.total_us += decode_us;
-    startup.snapshot_load_us = Some(opened.read_times.snapshot_us + decode_us);
     let record = SnapshotRecord {
         zxid: position as i64,
-        size_bytes: bytes.len() as u64,
+        size_bytes: decoded.tree_bytes,
         written_s: newest_file_mtime_s(snapshot_dir),
     };
-    Ok(RecoveredState {
-        tree,
+    RecoveredState {
+        tree: decoded.tree,
         snapshot: Some(record),
         startup,
-    })
+    }
 }
 
 /// Whichever ordering layer this server runs, for the parts of the shell that touch it.
@@ -321,7 +336,7 @@ impl Feed {
 
 /// Every replica of one log must apply it alike, so an ensemble's session ids cannot carry the
 /// id of the server applying them (zxids alone make them unique).
-fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
+pub(crate) fn tree_config(config: &ServerConfig) -> zoolog_tree::TreeConfig {
     let server_id = if config.ensemble.is_some() {
         ENSEMBLE_SESSION_ID_HIGH_BYTE
     } else {

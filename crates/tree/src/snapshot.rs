@@ -10,6 +10,7 @@ use crate::path;
 use crate::tree::{DataTree, SessionInfo, CONFIG_PATH, QUOTA_PATH, ZOOKEEPER_PATH};
 use crate::TreeConfig;
 use imbl::OrdSet;
+use std::io::Read;
 use std::sync::Arc;
 use zoolog_proto::jute::write_buffer;
 use zoolog_proto::{Acl, DecodeError, Jute, Reader};
@@ -35,6 +36,8 @@ pub enum SnapshotError {
     Decode(#[from] DecodeError),
     #[error("snapshot is inconsistent: {0}")]
     Inconsistent(String),
+    #[error("snapshot cannot be read: {0}")]
+    Read(String),
 }
 
 fn inconsistent(what: impl Into<String>) -> SnapshotError {
@@ -99,15 +102,27 @@ impl DataTree {
         sink(&out)
     }
 
+    /// Decodes a snapshot that is whole in memory.
     pub fn decode_snapshot(bytes: &[u8], config: TreeConfig) -> Result<DataTree, SnapshotError> {
-        let reader = &mut Reader::new(bytes);
-        let has_liveness = match reader.take(MAGIC.len())? {
-            magic if magic == MAGIC => true,
-            magic if magic == MAGIC_V1 => false,
-            _ => return Err(SnapshotError::BadMagic),
-        };
+        DataTree::decode_snapshot_from(bytes, bytes.len() as u64, config)
+    }
+
+    /// Decodes the snapshot of `snapshot_bytes` that `source` reads, holding no more of it
+    /// in memory than a window and the largest node: a restart then needs the tree's memory,
+    /// not the tree's and its snapshot's.
+    pub fn decode_snapshot_from(
+        source: impl Read,
+        snapshot_bytes: u64,
+        config: TreeConfig,
+    ) -> Result<DataTree, SnapshotError> {
+        let stream = &mut SnapshotStream::new(source, snapshot_bytes);
+        let has_liveness = stream.next(|reader| match reader.take(MAGIC.len())? {
+            magic if magic == MAGIC => Ok(true),
+            magic if magic == MAGIC_V1 => Ok(false),
+            _ => Err(SnapshotError::BadMagic),
+        })?;
         let mut tree = DataTree::empty(config);
-        tree.last_applied_zxid = i64::read_from(reader)?;
+        tree.last_applied_zxid = stream.next(|reader| Ok(i64::read_from(reader)?))?;
         if tree.last_applied_zxid < 0 {
             return Err(inconsistent("negative zxid"));
         }
@@ -116,39 +131,26 @@ impl DataTree {
         } else {
             8 + 4 + 4
         };
-        for _ in 0..read_count(reader, session_bytes_min)? {
-            let session_id = i64::read_from(reader)?;
-            let timeout_ms = i32::read_from(reader)?;
-            let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
-            let (touched_at, owner) = if has_liveness {
-                (i64::read_from(reader)?, i64::read_from(reader)? as u64)
-            } else {
-                (0, 0)
-            };
-            if !(0..=tree.last_applied_zxid).contains(&touched_at) {
+        for _ in 0..read_count(stream, session_bytes_min)? {
+            let (session_id, info) = stream.next(|reader| decode_session(reader, has_liveness))?;
+            if !(0..=tree.last_applied_zxid).contains(&info.touched_at) {
                 return Err(inconsistent(format!(
-                    "session {session_id:#x} touched at {touched_at}, outside the snapshot"
+                    "session {session_id:#x} touched at {}, outside the snapshot",
+                    info.touched_at
                 )));
             }
-            let info = SessionInfo {
-                timeout_ms,
-                password,
-                ephemerals: OrdSet::new(),
-                touched_at,
-                owner,
-            };
             if tree.sessions.insert(session_id, info).is_some() {
                 return Err(inconsistent(format!("session {session_id:#x} twice")));
             }
         }
-        let node_count = read_count(reader, 4)?;
+        let node_count = read_count(stream, 4)?;
         for index in 0..node_count {
-            let (path, mut node) = decode_node(reader)?;
+            let (path, mut node) = stream.next(decode_node)?;
             tree.check_decoded_node(index, &path, &node)?;
             tree.share_parent_acl(&path, &mut node);
             tree.link_node(&path, node);
         }
-        reader.finish()?;
+        stream.finish()?;
         for built_in in [ZOOKEEPER_PATH, QUOTA_PATH, CONFIG_PATH] {
             if !tree.nodes.contains_key(built_in) {
                 return Err(inconsistent(format!("{built_in} missing")));
@@ -195,15 +197,116 @@ impl DataTree {
     }
 }
 
-fn read_count(reader: &mut Reader<'_>, min_bytes_each: usize) -> Result<u64, SnapshotError> {
-    let count = i64::read_from(reader)?;
+/// Bytes of a streamed snapshot decoded from at once; a larger node grows the window while
+/// it is decoded.
+const DECODE_WINDOW_BYTES: usize = 1 << 20;
+
+/// A snapshot read from a stream and decoded item by item from a window of it.
+struct SnapshotStream<R> {
+    source: R,
+    /// Bytes read from `source`; those from `start` on are not decoded yet.
+    buffer: Vec<u8>,
+    start: usize,
+    /// Bytes of the snapshot `source` has not given yet.
+    unread_bytes: u64,
+}
+
+impl<R: Read> SnapshotStream<R> {
+    fn new(source: R, snapshot_bytes: u64) -> Self {
+        SnapshotStream {
+            source,
+            buffer: Vec::new(),
+            start: 0,
+            unread_bytes: snapshot_bytes,
+        }
+    }
+
+    /// Bytes not decoded yet, read or not.
+    fn remaining(&self) -> u64 {
+        (self.buffer.len() - self.start) as u64 + self.unread_bytes
+    }
+
+    /// Decodes the next item, reading on while the window ends inside it.
+    fn next<T>(
+        &mut self,
+        decode: impl Fn(&mut Reader<'_>) -> Result<T, SnapshotError>,
+    ) -> Result<T, SnapshotError> {
+        loop {
+            let mut reader = Reader::new(&self.buffer[self.start..]);
+            match decode(&mut reader) {
+                Ok(item) => {
+                    self.start += reader.consumed();
+                    return Ok(item);
+                }
+                Err(SnapshotError::Decode(
+                    DecodeError::Truncated { .. } | DecodeError::BadLength { .. },
+                )) if self.unread_bytes > 0 => self.read_more()?,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Reads a window's worth more, or as much as is held if that is more (so an item of n
+    /// bytes is decoded after O(log n) tries), or the rest.
+    fn read_more(&mut self) -> Result<(), SnapshotError> {
+        self.buffer.drain(..self.start);
+        self.start = 0;
+        let held = self.buffer.len();
+        let more = (held.max(DECODE_WINDOW_BYTES) as u64).min(self.unread_bytes) as usize;
+        self.buffer.resize(held + more, 0);
+        self.source
+            .read_exact(&mut self.buffer[held..])
+            .map_err(|error| SnapshotError::Read(error.to_string()))?;
+        self.unread_bytes -= more as u64;
+        Ok(())
+    }
+
+    /// Fails unless the whole snapshot was decoded.
+    fn finish(&self) -> Result<(), SnapshotError> {
+        match self.remaining() {
+            0 => Ok(()),
+            extra => Err(DecodeError::TrailingBytes {
+                extra: usize::try_from(extra).unwrap_or(usize::MAX),
+            }
+            .into()),
+        }
+    }
+}
+
+fn read_count<R: Read>(
+    stream: &mut SnapshotStream<R>,
+    min_bytes_each: usize,
+) -> Result<u64, SnapshotError> {
+    let count = stream.next(|reader| Ok(i64::read_from(reader)?))?;
     let count = u64::try_from(count).map_err(|_| inconsistent("negative count"))?;
-    if count.saturating_mul(min_bytes_each as u64) > reader.remaining() as u64 {
+    if count.saturating_mul(min_bytes_each as u64) > stream.remaining() {
         return Err(inconsistent(format!(
             "count {count} larger than the snapshot"
         )));
     }
     Ok(count)
+}
+
+fn decode_session(
+    reader: &mut Reader<'_>,
+    has_liveness: bool,
+) -> Result<(i64, SessionInfo), SnapshotError> {
+    let session_id = i64::read_from(reader)?;
+    let timeout_ms = i32::read_from(reader)?;
+    let password = Option::<Vec<u8>>::read_from(reader)?.unwrap_or_default();
+    let (touched_at, owner) = if has_liveness {
+        (i64::read_from(reader)?, i64::read_from(reader)? as u64)
+    } else {
+        (0, 0)
+    };
+    let info = SessionInfo {
+        timeout_ms,
+        password,
+        ephemerals: OrdSet::new(),
+        touched_at,
+        owner,
+    };
+    Ok((session_id, info))
 }
 
 fn encode_node(path: &str, node: &Node, out: &mut Vec<u8>) {

@@ -960,6 +960,52 @@ fn snapshots_round_trip_and_reject_garbage() {
     assert!(DataTree::decode_snapshot(&extra, extended()).is_err());
 }
 
+/// Gives at most `piece_bytes` per read, as a file or socket may.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    piece_bytes: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let count = buffer.len().min(self.piece_bytes).min(self.bytes.len());
+        buffer[..count].copy_from_slice(&self.bytes[..count]);
+        self.bytes = &self.bytes[count..];
+        Ok(count)
+    }
+}
+
+#[test]
+fn a_snapshot_streamed_in_small_reads_decodes_as_it_does_whole() {
+    let mut h = Harness::with(extended());
+    // Several decode windows of small nodes, and a node larger than a window.
+    for index in 0..3000 {
+        h.write(create_request(&format!("/n{index:04}"), &[b'v'; 1000], 0))
+            .unwrap();
+    }
+    h.write(create_request("/large", &vec![b'L'; 2_500_000], 0))
+        .unwrap();
+    let mut bytes = Vec::new();
+    h.tree.encode_snapshot(&mut bytes);
+    let stream = |bytes: &[u8], snapshot_bytes: u64| {
+        let source = Trickle {
+            bytes,
+            piece_bytes: 4093,
+        };
+        DataTree::decode_snapshot_from(source, snapshot_bytes, extended())
+    };
+    let decoded = stream(&bytes, bytes.len() as u64).unwrap();
+    let mut again = Vec::new();
+    decoded.encode_snapshot(&mut again);
+    assert!(again == bytes, "the streamed tree encodes as the original");
+    let cut = bytes.len() - 1;
+    assert!(matches!(
+        stream(&bytes[..cut], bytes.len() as u64),
+        Err(SnapshotError::Read(_))
+    ));
+    assert!(stream(&bytes[..cut], cut as u64).is_err());
+}
+
 #[test]
 fn commands_round_trip_and_reject_garbage() {
     let commands = [
