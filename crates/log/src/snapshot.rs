@@ -96,13 +96,13 @@ fn decode_header(bytes: &[u8]) -> Result<Header, String> {
     })
 }
 
-/// Opens the snapshot file at `path`, named for `position`, at its payload, if its header
-/// and length are those of a complete snapshot of that position; warns and answers `None`
-/// when they are not.
-fn open_payload(
+/// Opens the snapshot file at `path`, named for `position`, and reads its header. Answers the
+/// file, at its payload, and its header if the header and the file's length are those of a
+/// complete snapshot of that position, else why not.
+fn open_and_read_header(
     path: &Path,
     position: Position,
-) -> Result<Option<(Header, SnapshotPayload)>, LogError> {
+) -> Result<(File, Result<Header, String>), LogError> {
     let mut file = File::open(path).context(|| format!("open snapshot {}", path.display()))?;
     let file_bytes = file
         .metadata()
@@ -129,6 +129,16 @@ fn open_payload(
         }
         Ok(header)
     });
+    Ok((file, complete))
+}
+
+/// The payload of the snapshot file at `path`, named for `position`, with its header; `None`,
+/// with a warning, when the file is not a complete snapshot of that position.
+fn open_payload(
+    path: &Path,
+    position: Position,
+) -> Result<Option<(Header, SnapshotPayload)>, LogError> {
+    let (file, complete) = open_and_read_header(path, position)?;
     let header = match complete {
         Ok(header) => header,
         Err(reason) => {
@@ -382,21 +392,8 @@ impl SnapshotStore {
     /// Whether a snapshot file looks complete from its header and size alone, so purge can
     /// decide without reading gigabytes; full checksums are verified by recovery.
     fn looks_complete(&self, position: Position) -> Result<bool, LogError> {
-        let path = self.path_of(position);
-        let mut file = File::open(&path).context(|| format!("open {}", path.display()))?;
-        let file_bytes = file
-            .metadata()
-            .context(|| format!("stat {}", path.display()))?
-            .len();
-        let mut header = Vec::with_capacity(HEADER_BYTES);
-        (&mut file)
-            .take(HEADER_BYTES as u64)
-            .read_to_end(&mut header)
-            .context(|| format!("read header of {}", path.display()))?;
-        Ok(decode_header(&header).is_ok_and(|header| {
-            header.position == position
-                && (HEADER_BYTES as u64).checked_add(header.payload_len) == Some(file_bytes)
-        }))
+        let (_, complete) = open_and_read_header(&self.path_of(position), position)?;
+        Ok(complete.is_ok())
     }
 
     /// Keeps the newest `snapshots_retained` complete-looking snapshots and deletes every
