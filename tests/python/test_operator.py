@@ -177,6 +177,27 @@ def test_metrics_parse_and_move_with_client_operations(admin_server, client):
     assert_histograms_are_consistent(after)
 
 
+def test_read_and_update_latency_summaries_have_zookeepers_quantiles_and_outlive_srst(admin_server, client):
+    client.create("/lat", b"")
+    for i in range(20):
+        client.create(f"/lat/n{i}", b"x")
+        client.get(f"/lat/n{i}")
+    before = scrape(admin_server.admin_port)
+    for name in ("readlatency", "updatelatency"):
+        assert before[name].type == "summary", name
+        quantiles = [value(before, name, quantile=q) for q in ("0.5", "0.9", "0.99")]
+        assert quantiles == sorted(quantiles) and quantiles[0] >= 0, (name, quantiles)
+        assert value(before, f"{name}_sum") >= quantiles[0], name
+    assert value(before, "updatelatency_count") >= 21
+    assert value(before, "readlatency_count") >= 20
+
+    assert admin_server.four_letter("srst") == "Server stats reset.\n"
+    client.create("/lat/after", b"x")
+    after = scrape(admin_server.admin_port)
+    assert value(after, "updatelatency_count") == value(before, "updatelatency_count") + 1
+    assert value(after, "readlatency_count") >= value(before, "readlatency_count")
+
+
 def test_every_log_sync_is_timed_and_one_over_the_warning_threshold_is_counted_and_logged(server_factory):
     """fsync.warningthresholdms=0: every sync exceeds it. Each is counted (admin srvr's
     fsync_threshold_exceed_count, zoolog_log_slow_fsyncs_total) and logged as a warning, and the

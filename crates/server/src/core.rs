@@ -26,7 +26,7 @@ use zoolog_tree::{
 
 use crate::config::ServerConfig;
 use crate::four_letter::DEFAULT_TRACE_MASK;
-use crate::metrics::{Metrics, SnapshotRecord};
+use crate::metrics::{Metrics, RequestPath, SnapshotRecord};
 use crate::stats::{ConnectionStats, ServerStats, Startup};
 
 /// The clocks the driver hands in with every input: wall time stamps commands (ctime, mtime,
@@ -957,7 +957,7 @@ impl Core {
                     zoolog_proto::codes::xid::PING,
                     Ok(&Response::Empty),
                 );
-                self.metrics.record_request(OpCode::Ping, 0);
+                self.record_latency(OpCode::Ping, RequestPath::Read, 0);
             }
             Request::Check(_) => self.unimplemented(connection, xid),
             request if read_only && self.is_logged(&request) => {
@@ -1157,8 +1157,7 @@ impl Core {
         let opcode = request.opcode();
         self.answer_local(connection, xid, request, identities);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
-        self.metrics.record_request(opcode, latency_us);
-        self.stats.read_latency_us.record(latency_us);
+        self.record_latency(opcode, RequestPath::Read, latency_us);
     }
 
     fn answer_local(
@@ -1546,10 +1545,19 @@ impl Core {
         state.stats.on_reply(position, self.now.monotonic_ms);
         self.stats.latency_ms.record(state.stats.last_latency_ms);
         let latency_us = self.now.monotonic_us.saturating_sub(received_us);
-        self.metrics.record_request(opcode, latency_us);
-        self.stats.update_latency_us.record(latency_us);
         *slot = Slot::Ready { bytes, close };
+        self.record_latency(opcode, RequestPath::Update, latency_us);
         self.drain(connection);
+    }
+
+    /// One answered request's time from arrival to reply, in the four-letter words'
+    /// statistics (which `srst` resets) and in the metrics (which it leaves).
+    fn record_latency(&mut self, opcode: OpCode, path: RequestPath, latency_us: u64) {
+        self.metrics.record_request(opcode, path, latency_us);
+        match path {
+            RequestPath::Read => self.stats.read_latency_us.record(latency_us),
+            RequestPath::Update => self.stats.update_latency_us.record(latency_us),
+        }
     }
 
     fn maybe_snapshot(&mut self) {

@@ -17,7 +17,7 @@ use zoolog_proto::OpCode;
 
 use crate::core::Role;
 use crate::four_letter::View;
-use crate::stats::Startup;
+use crate::stats::{PercentileSummary, Startup};
 
 /// Upper bounds, in microseconds, of request latency buckets (100 µs to 10 s); the log's
 /// sync buckets are its own ([`FSYNC_BUCKET_BOUNDS_US`]).
@@ -86,10 +86,21 @@ impl Histogram {
     }
 }
 
-/// What the core and its driver record between scrapes.
+/// Whether a request was answered from the tree as it is or ordered through the log:
+/// ZooKeeper's `readlatency` and `updatelatency`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestPath {
+    Read,
+    Update,
+}
+
+/// What the core and its driver record between scrapes. Unlike the four-letter words'
+/// statistics, `srst` leaves it.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     request_latency: BTreeMap<&'static str, Histogram>,
+    read_latency_us: PercentileSummary,
+    update_latency_us: PercentileSummary,
     snapshot_duration: Histogram,
     last_snapshot: Option<SnapshotRecord>,
     startup: Option<Startup>,
@@ -108,6 +119,8 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             request_latency: BTreeMap::new(),
+            read_latency_us: PercentileSummary::default(),
+            update_latency_us: PercentileSummary::default(),
             snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
             last_snapshot: None,
             startup: None,
@@ -117,11 +130,15 @@ impl Default for Metrics {
 
 impl Metrics {
     /// One answered request: the time from its arrival at the core to its reply.
-    pub fn record_request(&mut self, opcode: OpCode, latency_us: u64) {
+    pub fn record_request(&mut self, opcode: OpCode, path: RequestPath, latency_us: u64) {
         self.request_latency
             .entry(operation_label(opcode))
             .or_insert_with(|| Histogram::new(LATENCY_BOUNDS_US))
             .record(latency_us);
+        match path {
+            RequestPath::Read => self.read_latency_us.record(latency_us),
+            RequestPath::Update => self.update_latency_us.record(latency_us),
+        }
     }
 
     pub fn record_snapshot(&mut self, snapshot: SnapshotRecord, duration_us: u64) {
@@ -345,6 +362,18 @@ pub fn render(view: &View<'_>) -> String {
         log.fsync.total_us,
         log.fsync.count,
     );
+    out.percentile_summary_ms(
+        "readlatency",
+        "Time from a request's arrival to its reply, for requests answered from the tree as \
+         it is (no log entry), in milliseconds.",
+        &metrics.read_latency_us,
+    );
+    out.percentile_summary_ms(
+        "updatelatency",
+        "Time from a request's arrival to its reply, for requests ordered through the log, in \
+         milliseconds.",
+        &metrics.update_latency_us,
+    );
     render_quorum(view, &mut out);
     render_startup(view.metrics.startup, &mut out);
     out.family(
@@ -491,8 +520,30 @@ impl Exposition {
     /// A summary without quantiles: its sum and count.
     fn summary(&mut self, name: &str, help: &str, sum: f64, count: u64) {
         self.family(name, help, "summary");
+        self.summary_totals(name, sum, count);
+    }
+
+    fn summary_totals(&mut self, name: &str, sum: f64, count: u64) {
         self.sample(&format!("{name}_sum"), &[], sum);
         self.sample(&format!("{name}_count"), &[], count as f64);
+    }
+
+    /// A summary of times in ms with the quantiles ZooKeeper's Prometheus provider gives its
+    /// detailed summaries (0.5, 0.9, 0.99), estimated from the sample `times_us` keeps; NaN
+    /// before the first value, as Prometheus clients answer.
+    fn percentile_summary_ms(&mut self, name: &str, help: &str, times_us: &PercentileSummary) {
+        const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
+        self.family(name, help, "summary");
+        let values_us = times_us.percentiles(QUANTILES);
+        for (quantile, value_us) in QUANTILES.into_iter().zip(values_us) {
+            let value_ms = match times_us.summary.count {
+                0 => f64::NAN,
+                _ => value_us as f64 / 1e3,
+            };
+            self.sample(name, &[("quantile", &format_value(quantile))], value_ms);
+        }
+        let summary = &times_us.summary;
+        self.summary_totals(name, summary.total as f64 / 1e3, summary.count);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
@@ -633,10 +684,39 @@ mod tests {
     #[test]
     fn request_latencies_are_kept_per_operation() {
         let mut metrics = Metrics::default();
-        metrics.record_request(OpCode::GetData, 5);
-        metrics.record_request(OpCode::GetData, 7);
-        metrics.record_request(OpCode::Create, 9);
+        metrics.record_request(OpCode::GetData, RequestPath::Read, 5);
+        metrics.record_request(OpCode::GetData, RequestPath::Read, 7);
+        metrics.record_request(OpCode::Create, RequestPath::Update, 9);
         assert_eq!(metrics.request_latency["getData"].count(), 2);
         assert_eq!(metrics.request_latency["create"].count(), 1);
+        assert_eq!(metrics.read_latency_us.summary.count, 2);
+        assert_eq!(metrics.update_latency_us.summary.count, 1);
+    }
+
+    #[test]
+    fn a_latency_summary_has_zookeepers_quantiles_in_milliseconds() {
+        let mut times_us = PercentileSummary::default();
+        let mut out = Exposition::default();
+        out.percentile_summary_ms("l", "help", &times_us);
+        assert!(
+            out.text.contains("l{quantile=\"0.5\"} NaN\n"),
+            "{}",
+            out.text
+        );
+        for value_us in 1..=100 {
+            times_us.record(value_us * 1000);
+        }
+        let mut out = Exposition::default();
+        out.percentile_summary_ms("l", "help", &times_us);
+        for line in [
+            "# TYPE l summary\n",
+            "l{quantile=\"0.5\"} 50\n",
+            "l{quantile=\"0.9\"} 90\n",
+            "l{quantile=\"0.99\"} 99\n",
+            "l_sum 5050\n",
+            "l_count 100\n",
+        ] {
+            assert!(out.text.contains(line), "{line} in {}", out.text);
+        }
     }
 }
