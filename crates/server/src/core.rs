@@ -67,9 +67,10 @@ pub enum Input {
         entry: bytes::Bytes,
     },
     /// The ordering layer replaced this server's state with a snapshot (a learner that fell
-    /// too far behind its leader); committed entries continue after it.
+    /// too far behind its leader): the tree's snapshot as the leader sent it. Committed
+    /// entries continue after it.
     InstallSnapshot {
-        tree: DataTree,
+        tree_bytes: bytes::Bytes,
     },
     /// This server's part in ordering changed.
     Role(Role),
@@ -175,6 +176,8 @@ pub enum Output {
     },
     /// Persist this frozen tree (cheap clone) as the snapshot at its last applied zxid.
     SaveSnapshot { tree: DataTree },
+    /// This server cannot go on: the state it would serve is not the ensemble's.
+    Stop { reason: String },
 }
 
 /// Which server and connection proposed a log entry, so that only the proposing server answers
@@ -397,7 +400,7 @@ impl Core {
             } => self.undecodable(connection, xid, error),
             Input::Closed { connection } => self.closed(connection),
             Input::Committed { position, entry } => self.committed(position, &entry),
-            Input::InstallSnapshot { tree } => self.install_snapshot(tree),
+            Input::InstallSnapshot { tree_bytes } => self.install_snapshot(tree_bytes),
             Input::Role(role) => self.role_changed(role),
             Input::Tick => self.tick(),
         }
@@ -1403,7 +1406,21 @@ impl Core {
 
     /// The ordering layer replaced the state: this server was too far behind its leader. Its
     /// clients reconnect, and their watches catch up through setWatches.
-    fn install_snapshot(&mut self, mut tree: DataTree) {
+    fn install_snapshot(&mut self, tree_bytes: bytes::Bytes) {
+        let tree_config = self.tree.config().clone();
+        // The old tree goes before the new one is decoded, as ZooKeeper clears its database
+        // before it reads a snapshot: a learner then needs memory for the new tree and its
+        // snapshot, not for the old tree as well.
+        self.tree = DataTree::new(tree_config.clone());
+        let mut tree = match DataTree::decode_snapshot(&tree_bytes, tree_config) {
+            Ok(tree) => tree,
+            Err(error) => {
+                let reason = format!("the leader's snapshot does not decode here: {error}");
+                self.out.push(Output::Stop { reason });
+                return;
+            }
+        };
+        drop(tree_bytes);
         publish_membership(&self.config, &mut tree, self.now);
         let mut connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
         connections.sort_unstable();

@@ -612,19 +612,11 @@ impl CoreTask {
                 }
             }
             Fed::Delivery(Delivery::InstallSnapshot { position, payload }) => {
-                match DataTree::decode_snapshot(&payload, tree_config(&self.config)) {
-                    Ok(tree) => {
-                        let nodes = tree.node_count();
-                        self.input(Input::InstallSnapshot { tree });
-                        tracing::info!(position, nodes, "installed the leader's snapshot");
-                    }
-                    Err(error) => {
-                        // The leader's snapshot is unreadable here: carrying on would serve
-                        // a state that is not the ensemble's.
-                        tracing::error!(position, %error, "cannot decode the leader's snapshot; stopping");
-                        std::process::exit(1);
-                    }
-                }
+                self.input(Input::InstallSnapshot {
+                    tree_bytes: payload,
+                });
+                let nodes = self.core.view().tree.node_count();
+                tracing::info!(position, nodes, "installed the leader's snapshot");
             }
             Fed::Delivery(Delivery::Role(role)) => self.input(Input::Role(role)),
         }
@@ -758,6 +750,11 @@ impl CoreTask {
                 }
             }
             Output::SaveSnapshot { tree } => self.save_snapshot(tree),
+            Output::Stop { reason } => {
+                // Carrying on would serve a state that is not the ensemble's.
+                tracing::error!(%reason, "stopping");
+                std::process::exit(1);
+            }
         }
     }
 

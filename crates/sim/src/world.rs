@@ -699,13 +699,7 @@ impl World {
                             self.nodes[idx].machine.applied
                         ));
                     }
-                    let tree = match &self.zk {
-                        Some(zk) => Some(
-                            zoolog_tree::DataTree::decode_snapshot(&payload[16..], zk.tree_config())
-                                .map_err(|e| format!("server {id} installs a snapshot whose tree does not decode: {e}"))?,
-                        ),
-                        None => None,
-                    };
+                    let tree_bytes = self.zk.is_some().then(|| payload.slice(16..));
                     let node = &mut self.nodes[idx];
                     node.disk.install(position, epoch, payload);
                     node.machine = machine;
@@ -716,8 +710,11 @@ impl World {
                             .committed
                             .store(position, std::sync::atomic::Ordering::Release);
                     }
-                    if let Some(tree) = tree {
-                        self.core_input(idx, zoolog_server::core::Input::InstallSnapshot { tree })?;
+                    if let Some(tree_bytes) = tree_bytes {
+                        self.core_input(
+                            idx,
+                            zoolog_server::core::Input::InstallSnapshot { tree_bytes },
+                        )?;
                     }
                 }
                 Action::LoadSnapshot { .. } => {

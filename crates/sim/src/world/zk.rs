@@ -229,10 +229,6 @@ impl ZkState {
     pub(crate) fn server_of(&self, conn: u64) -> Option<usize> {
         self.conns.get(&conn).map(|c| c.node)
     }
-
-    pub(crate) fn tree_config(&self) -> TreeConfig {
-        self.tree_config.clone()
-    }
 }
 
 fn frame_of(payload: Vec<u8>) -> Vec<u8> {
@@ -388,6 +384,9 @@ impl World {
                     if let Some(front) = self.nodes[idx].front.as_mut() {
                         front.core.snapshot_finished(None);
                     }
+                }
+                Output::Stop { reason } => {
+                    return Err(format!("server {} stops: {reason}", self.nodes[idx].id));
                 }
             }
         }
