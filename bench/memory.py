@@ -9,12 +9,14 @@ load the tree, by the server's own count (mntr's dbinittime, which both servers 
 A standalone server starts through tests/zk-server. With --ensemble, a 3-member ensemble starts
 through tests/ensemble/ensemble.py, the load goes through the leader, and one follower is
 restarted: a member keeps the entries since its last snapshot in memory, so its restart shows
-what recovery holds on to as well.
+what recovery holds on to as well. With --catch-up N, N more znodes are created while the
+follower is down, and it catches up by snapshot (the peak shows what installing one takes).
 
     python3 bench/memory.py zoolog 200000
     python3 bench/memory.py apache 200000
     python3 bench/memory.py zoolog 200000 --ensemble
     python3 bench/memory.py zoolog 4000 --value-bytes 100000
+    python3 bench/memory.py zoolog 2000 --value-bytes 100000 --ensemble --catch-up 1000
 """
 import argparse
 import os
@@ -44,15 +46,15 @@ def rss_mib(pid: int, key: str = "VmRSS") -> int:
     raise RuntimeError(f"no {key}")
 
 
-def load(hosts: str, count: int, value: bytes) -> None:
+def load(hosts: str, count: int, value: bytes, parent: str = "/m") -> None:
     client = KazooClient(hosts=hosts, timeout=30)
     # Enough requests in flight to load quickly, few enough to stay within the servers' limits.
     depth = max(1, min(PIPELINE_DEPTH, (64 << 20) // max(1, len(value))))
     client.start()
-    client.create("/m")
+    client.create(parent)
     pending = []
     for i in range(count):
-        pending.append(client.create_async(f"/m/n{i:07d}", value))
+        pending.append(client.create_async(f"{parent}/n{i:07d}", value))
         if len(pending) >= depth:
             [p.get() for p in pending]
             pending = []
@@ -98,9 +100,12 @@ def standalone(kind: str, count: int, value: bytes) -> str:
             f"(peak {peak} MiB), which loaded the tree in {load_ms} ms (dbinittime)")
 
 
-def ensemble(kind: str, count: int, value: bytes) -> str:
+def ensemble(kind: str, count: int, value: bytes, catch_up: int) -> str:
     directory = tempfile.mkdtemp(prefix=f"memory-ensemble-{kind}-")
-    members = Ensemble.create(directory, 3, kind=kind)
+    # With catch-up writes, snapshots every 200 entries leave the leader no history old
+    # enough for the follower, which then catches up by snapshot.
+    settings = {"snapCount": "200"} if catch_up else {}
+    members = Ensemble.create(directory, 3, kind=kind, settings=settings)
     try:
         members.up(timeout_s=90)
         follower = members.followers()[0]
@@ -108,6 +113,8 @@ def ensemble(kind: str, count: int, value: bytes) -> str:
         load(members.hosts(members.leader()), count, value)
         after = {sid: rss_mib(members.pid(sid)) for sid in members.ids}
         members.stop(follower)
+        if catch_up:
+            load(members.hosts(members.leader()), catch_up, value, parent="/catch-up")
         members.start(follower)
         members.wait_quorum()
         time.sleep(1)
@@ -117,8 +124,9 @@ def ensemble(kind: str, count: int, value: bytes) -> str:
         members.destroy()
         shutil.rmtree(directory, ignore_errors=True)
     loaded = ", ".join(f"server {sid} {mib}" for sid, mib in sorted(after.items()))
+    restart = f"a restart after {catch_up} more znodes" if catch_up else "a restart"
     return (f"loaded RSS {loaded} MiB; follower {follower}: {before} MiB empty, "
-            f"{after[follower]} MiB loaded, {recovered} MiB after a restart (peak {peak} MiB)")
+            f"{after[follower]} MiB loaded, {recovered} MiB after {restart} (peak {peak} MiB)")
 
 
 if __name__ == "__main__":
@@ -127,7 +135,13 @@ if __name__ == "__main__":
     parser.add_argument("count", type=int, help="znodes to create")
     parser.add_argument("--ensemble", action="store_true", help="a 3-member ensemble, one follower restarted")
     parser.add_argument("--value-bytes", type=int, default=100, help="bytes of each znode's value (default 100)")
+    parser.add_argument("--catch-up", type=int, default=0, metavar="N",
+                        help="with --ensemble: create N more znodes while the follower is down, with "
+                             "snapCount=200, so that it catches up by snapshot")
     args = parser.parse_args()
-    measure = ensemble if args.ensemble else standalone
-    result = measure(args.kind, args.count, b"x" * args.value_bytes)
+    value = b"x" * args.value_bytes
+    if args.ensemble:
+        result = ensemble(args.kind, args.count, value, args.catch_up)
+    else:
+        result = standalone(args.kind, args.count, value)
     print(f"{args.kind}: {args.count} znodes of {args.value_bytes} bytes: {result}")
