@@ -219,6 +219,31 @@ def test_mntr_latency_percentiles_are_ordered_within_the_extremes_and_srst_clear
         client.close()
 
 
+def test_mntr_counts_bytes_received_and_sizes_client_responses(server_factory):
+    """ZooKeeper's bytes_received_count (client packets, length prefixes included) and its
+    BufferStats of client responses: replies and notifications without the length prefix."""
+    server = server_factory()
+    client = KazooClient(hosts=server.hosts)
+    client.start()
+    try:
+        before = int(mntr_value(server, "zk_bytes_received_count"))
+        client.create("/sized", b"v" * 5000)
+        received = int(mntr_value(server, "zk_bytes_received_count")) - before
+        # Length, header, path, the value and its length, an ACL and flags: more than the value.
+        assert received > 5000 + 4 + 8 + len("/sized"), received
+        server.four_letter("srst")
+        client.get("/sized")
+        values = dict(mntr(server))
+        # A reply header (16 bytes), the value behind its length (5004) and a Stat (68); pings'
+        # replies (16 bytes) may come between.
+        assert int(values["zk_max_client_response_size"]) == 16 + 5004 + 68, values
+        assert int(values["zk_min_client_response_size"]) >= 16, values
+        assert int(values["zk_last_client_response_size"]) in (16, 16 + 5004 + 68), values
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_mntr_startup_summaries_count_what_a_restart_loads_once_and_srst_clears_them(server_factory):
     """ZooKeeper's dbinittime and startup_txns_* summaries: a restart loads the log's 30 creates
     (and the session's own entries) once, in one load that takes at least as long as applying

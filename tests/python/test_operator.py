@@ -163,6 +163,10 @@ def test_metrics_parse_and_move_with_client_operations(admin_server, client):
     assert value(after, "global_sessions") >= 1
     assert value(after, "outstanding_requests") == 0
     assert value(after, "zoolog_last_zxid") >= value(before, "zoolog_last_zxid") + 22
+    assert after["bytes_received_count"].type == "counter"
+    assert value(after, "bytes_received_count_total") >= value(before, "bytes_received_count_total") + 20 * 40
+    # The largest reply: a getData of 40 bytes (16 + 4 + 40 + a 68-byte Stat).
+    assert value(after, "max_client_response_size") >= 128
     for counter in ("zoolog_log_entries_committed_total", "zoolog_log_batches_committed_total",
                     "zoolog_log_fsyncs_total"):
         assert value(after, counter) > value(before, counter), counter
@@ -177,7 +181,7 @@ def test_metrics_parse_and_move_with_client_operations(admin_server, client):
     assert_histograms_are_consistent(after)
 
 
-def test_read_and_update_latency_summaries_have_zookeepers_quantiles_and_outlive_srst(admin_server, client):
+def test_latency_summaries_have_zookeepers_quantiles_and_they_and_bytes_received_outlive_srst(admin_server, client):
     client.create("/lat", b"")
     for i in range(20):
         client.create(f"/lat/n{i}", b"x")
@@ -195,6 +199,7 @@ def test_read_and_update_latency_summaries_have_zookeepers_quantiles_and_outlive
     client.create("/lat/after", b"x")
     after = scrape(admin_server.admin_port)
     assert value(after, "updatelatency_count") == value(before, "updatelatency_count") + 1
+    assert value(after, "bytes_received_count_total") > value(before, "bytes_received_count_total")
     assert value(after, "readlatency_count") >= value(before, "readlatency_count")
 
 

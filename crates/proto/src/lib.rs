@@ -70,13 +70,17 @@ pub fn framed(payload: &[u8]) -> Vec<u8> {
     frame_with(payload.len(), |out| out.extend_from_slice(payload))
 }
 
+/// The length prefix in front of every frame.
+pub const FRAME_PREFIX_BYTES: usize = 4;
+
 /// A frame in a buffer of its own, its payload encoded in place by `encode` behind the length
 /// prefix, so that framing copies nothing; the buffer starts with room for `payload_bytes_hint`.
 pub fn frame_with(payload_bytes_hint: usize, encode: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + payload_bytes_hint);
-    out.extend_from_slice(&[0; 4]);
+    let mut out = Vec::with_capacity(FRAME_PREFIX_BYTES + payload_bytes_hint);
+    out.extend_from_slice(&[0; FRAME_PREFIX_BYTES]);
     encode(&mut out);
-    let length = i32::try_from(out.len() - 4).expect("a frame's payload fits its length prefix");
-    out[..4].copy_from_slice(&length.to_be_bytes());
+    let length = i32::try_from(out.len() - FRAME_PREFIX_BYTES)
+        .expect("a frame's payload fits its length prefix");
+    out[..FRAME_PREFIX_BYTES].copy_from_slice(&length.to_be_bytes());
     out
 }

@@ -17,8 +17,9 @@ use std::sync::Arc;
 use zoolog_log::OrderingLayer;
 use zoolog_proto::{
     encode_notification, encode_reply, frame_with, framed, ClientInfo, ConnectRequest,
-    ConnectResponse, DecodeError, ErrorCode, Id, Jute, OpCode, PathRequest, Request, Response,
-    WatcherEvent, WatcherType, WhoAmIResponse, REPLY_BYTES_MIN,
+    ConnectResponse, DecodeError, ErrorCode, Id, Jute, OpCode, PathRequest, Reader, Request,
+    RequestHeader, Response, WatcherEvent, WatcherType, WhoAmIResponse, FRAME_PREFIX_BYTES,
+    REPLY_BYTES_MIN,
 };
 use zoolog_tree::{
     Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid,
@@ -45,19 +46,23 @@ pub enum Input {
         connection: ConnectionId,
         peer: std::net::SocketAddr,
     },
+    /// `frame_bytes`, here and below: the packet's length, its 4-byte prefix included.
     Handshake {
         connection: ConnectionId,
         request: ConnectRequest,
+        frame_bytes: usize,
     },
     Request {
         connection: ConnectionId,
         xid: i32,
         request: Request,
+        frame_bytes: usize,
     },
     Undecodable {
         connection: ConnectionId,
         xid: i32,
         error: DecodeError,
+        frame_bytes: usize,
     },
     Closed {
         connection: ConnectionId,
@@ -387,17 +392,29 @@ impl Core {
             Input::Handshake {
                 connection,
                 request,
-            } => self.handshake(connection, request),
+                frame_bytes,
+            } => {
+                self.packet_received(frame_bytes);
+                self.handshake(connection, request)
+            }
             Input::Request {
                 connection,
                 xid,
                 request,
-            } => self.request(connection, xid, request),
+                frame_bytes,
+            } => {
+                self.packet_received(frame_bytes);
+                self.request(connection, xid, request)
+            }
             Input::Undecodable {
                 connection,
                 xid,
                 error,
-            } => self.undecodable(connection, xid, error),
+                frame_bytes,
+            } => {
+                self.packet_received(frame_bytes);
+                self.undecodable(connection, xid, error)
+            }
             Input::Closed { connection } => self.closed(connection),
             Input::Committed { position, entry } => self.committed(position, &entry),
             Input::InstallSnapshot { tree_bytes } => self.install_snapshot(tree_bytes),
@@ -509,6 +526,22 @@ impl Core {
         self.out.push(Output::Close { connection });
     }
 
+    /// Every client packet counts, whatever becomes of it, as in ZooKeeper.
+    fn packet_received(&mut self, frame_bytes: usize) {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += frame_bytes as u64;
+        self.metrics.record_packet(frame_bytes);
+    }
+
+    /// Writes a reply or a watch notification: what ZooKeeper counts as a client response.
+    fn respond(&mut self, connection: ConnectionId, frame: Vec<u8>, reply: bool) {
+        let response_bytes = frame.len() - FRAME_PREFIX_BYTES;
+        self.stats
+            .client_response_sizes
+            .record(response_bytes as i64);
+        self.write(connection, frame, reply);
+    }
+
     fn write(&mut self, connection: ConnectionId, bytes: Vec<u8>, reply: bool) {
         if let Some(state) = self.connections.get_mut(&connection) {
             state.stats.sent += 1;
@@ -572,7 +605,6 @@ impl Core {
         }
         state.read_only_flag = request.read_only;
         state.last_zxid_seen = request.last_zxid_seen;
-        self.stats.packets_received += 1;
         self.stats.connect_requests += 1;
         let timeout_ms = self.negotiated_timeout_ms(request.timeout_ms);
         if !self.role.is_serving() {
@@ -947,7 +979,6 @@ impl Core {
         state
             .stats
             .on_request(xid, request.opcode(), self.now.monotonic_ms);
-        self.stats.packets_received += 1;
         let session_id = state.session_id;
         let read_only = state.read_only;
         self.touch(session_id);
@@ -1101,7 +1132,7 @@ impl Core {
                     let Some(Slot::Ready { bytes, close }) = state.slots.pop_front() else {
                         unreachable!()
                     };
-                    self.write(connection, bytes, true);
+                    self.respond(connection, bytes, true);
                     if close {
                         self.close(connection);
                         return;
@@ -1141,7 +1172,7 @@ impl Core {
             state.stats.on_reply(zxid, self.now.monotonic_ms);
             self.stats.latency_ms.record(state.stats.last_latency_ms);
         }
-        self.write(connection, bytes, true);
+        self.respond(connection, bytes, true);
         if close {
             self.close(connection);
         }
@@ -1289,7 +1320,7 @@ impl Core {
             .watches
             .set_watches(&self.tree, connection, relative_zxid, lists);
         for event in events {
-            self.write(connection, notification_frame(-1, &event), false);
+            self.respond(connection, notification_frame(-1, &event), false);
         }
         self.reply(connection, xid, Ok(&Response::Empty));
     }
@@ -1480,7 +1511,7 @@ impl Core {
             connections.get(&connection).map(|c| &*c.identities)
         });
         for (connection, event) in events {
-            self.write(connection, notification_frame(position, &event), false);
+            self.respond(connection, notification_frame(position, &event), false);
         }
     }
 
@@ -1681,6 +1712,31 @@ fn client_info(id: &Id) -> ClientInfo {
 }
 
 /// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
+/// The input a request's frame (without its length prefix) makes; `None` when it is too short
+/// to hold a request header, for which a connection is closed.
+pub fn request_input(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
+    if frame.len() < 8 {
+        return None;
+    }
+    let header =
+        RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
+    let frame_bytes = FRAME_PREFIX_BYTES + frame.len();
+    Some(match Request::decode(header.opcode, &frame[8..]) {
+        Ok(request) => Input::Request {
+            connection,
+            xid: header.xid,
+            request,
+            frame_bytes,
+        },
+        Err(error) => Input::Undecodable {
+            connection,
+            xid: header.xid,
+            error,
+            frame_bytes,
+        },
+    })
+}
+
 fn reply_frame(xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>) -> Vec<u8> {
     let data_bytes = result.map_or(0, Response::data_bytes);
     frame_with(REPLY_BYTES_MIN + data_bytes, |out| {

@@ -37,7 +37,7 @@ use zoolog_zab::{
 use crate::config::{EnsembleConfig, ServerConfig};
 use crate::core::Role;
 use crate::shell::{decode_snapshot, tree_config, DecodedSnapshot};
-use crate::stats::{elapsed_us, LogOpened};
+use crate::stats::{elapsed_us, BufferSizes, LogOpened};
 
 /// What the ordering layer tells the front end, in order.
 pub enum Delivery {
@@ -92,8 +92,9 @@ pub struct Ensemble {
 struct OperatorBoard {
     /// Refreshed on every tick and status change; empty unless leading.
     learners: Vec<LearnerStatus>,
-    /// Of this leadership's proposals.
-    proposal_sizes: ProposalSizes,
+    /// The size in bytes of each of this leadership's proposals (a serialized command, as
+    /// ZooKeeper measures its serialized transaction).
+    proposal_sizes: BufferSizes,
     counters: QuorumCounters,
     /// When this member last went looking; None while it serves.
     looking_since: Option<Instant>,
@@ -146,37 +147,6 @@ pub struct QuorumCounters {
     pub learned_commits: u64,
 }
 
-/// ZooKeeper's BufferStats of a leader's proposals: the size in bytes of each proposed
-/// entry (a serialized command, as ZooKeeper measures its serialized transaction), -1 until
-/// there is one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProposalSizes {
-    pub last_bytes: i64,
-    pub min_bytes: i64,
-    pub max_bytes: i64,
-}
-
-impl Default for ProposalSizes {
-    fn default() -> ProposalSizes {
-        ProposalSizes {
-            last_bytes: -1,
-            min_bytes: -1,
-            max_bytes: -1,
-        }
-    }
-}
-
-impl ProposalSizes {
-    fn record(&mut self, bytes: i64) {
-        assert!(bytes >= 0, "a size is never negative");
-        self.last_bytes = bytes;
-        if self.min_bytes < 0 || bytes < self.min_bytes {
-            self.min_bytes = bytes;
-        }
-        self.max_bytes = self.max_bytes.max(bytes);
-    }
-}
-
 /// The traffic with one peer, counted by the tasks that carry it (ZooKeeper's per-learner
 /// connection statistics).
 #[derive(Default)]
@@ -211,7 +181,7 @@ type PeerTraffics = BTreeMap<ServerId, Arc<PeerTraffic>>;
 #[derive(Debug, Clone, Default)]
 pub struct LeaderReport {
     pub learners: Vec<LearnerReport>,
-    pub proposal_sizes: ProposalSizes,
+    pub proposal_sizes: BufferSizes,
     /// Since this leadership began (ZooKeeper's `leader_uptime`); 0 unless leading.
     pub leading_for_ms: u64,
 }
@@ -784,7 +754,7 @@ impl Driver {
                         if self.is_leading() {
                             // A new leadership: ZooKeeper's new Leader starts its statistics
                             // over.
-                            board.proposal_sizes = ProposalSizes::default();
+                            board.proposal_sizes = BufferSizes::default();
                         }
                     }
                     self.publish_learners();

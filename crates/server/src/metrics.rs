@@ -101,6 +101,8 @@ pub struct Metrics {
     request_latency: BTreeMap<&'static str, Histogram>,
     read_latency_us: PercentileSummary,
     update_latency_us: PercentileSummary,
+    /// Client packets' bytes, prefixes included (ZooKeeper's `bytes_received_count`).
+    bytes_received: u64,
     snapshot_duration: Histogram,
     last_snapshot: Option<SnapshotRecord>,
     startup: Option<Startup>,
@@ -121,6 +123,7 @@ impl Default for Metrics {
             request_latency: BTreeMap::new(),
             read_latency_us: PercentileSummary::default(),
             update_latency_us: PercentileSummary::default(),
+            bytes_received: 0,
             snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
             last_snapshot: None,
             startup: None,
@@ -139,6 +142,10 @@ impl Metrics {
             RequestPath::Read => self.read_latency_us.record(latency_us),
             RequestPath::Update => self.update_latency_us.record(latency_us),
         }
+    }
+
+    pub fn record_packet(&mut self, frame_bytes: usize) {
+        self.bytes_received += frame_bytes as u64;
     }
 
     pub fn record_snapshot(&mut self, snapshot: SnapshotRecord, duration_us: u64) {
@@ -251,6 +258,22 @@ pub fn render(view: &View<'_>) -> String {
             stats.packets_sent as f64,
         ),
         (
+            "last_client_response_size",
+            "Bytes of the last reply or watch notification sent to a client, without the length \
+             prefix; -1 before one (since start or srst).",
+            stats.client_response_sizes.last_bytes as f64,
+        ),
+        (
+            "min_client_response_size",
+            "Bytes of the smallest reply or watch notification since start or srst; -1 before one.",
+            stats.client_response_sizes.min_bytes as f64,
+        ),
+        (
+            "max_client_response_size",
+            "Bytes of the largest reply or watch notification since start or srst; -1 before one.",
+            stats.client_response_sizes.max_bytes as f64,
+        ),
+        (
             "min_latency",
             "Smallest request latency since start or srst, in ms.",
             stats.latency_ms.min as f64,
@@ -306,6 +329,12 @@ pub fn render(view: &View<'_>) -> String {
     ] {
         out.scalar(name, help, "gauge", value);
     }
+    out.scalar(
+        "bytes_received_count",
+        "Bytes of the client packets received, their length prefixes included.",
+        "counter",
+        view.metrics.bytes_received as f64,
+    );
     out.family(
         "zoolog_server_role",
         "The server's role; the sample with value 1 names it.",

@@ -18,12 +18,12 @@ use zoolog_log::{
     CommittedBatch, LogError, LogStats, OrderingLayer, SingleLog, SingleLogConfig, SnapshotPayload,
     SnapshotSink,
 };
-use zoolog_proto::{frame_length, ConnectRequest, Jute, Reader, Request, RequestHeader};
+use zoolog_proto::{frame_length, ConnectRequest, FRAME_PREFIX_BYTES};
 use zoolog_tree::{ConnectionId, DataTree};
 
 use crate::admin;
 use crate::config::ServerConfig;
-use crate::core::{Core, Input, Now, OperatorAction, Output};
+use crate::core::{request_input, Core, Input, Now, OperatorAction, Output};
 use crate::ensemble::{Delivery, Ensemble, EnsembleError, LeaderReport, QuorumCounters, Started};
 use crate::four_letter::{self, DirSizes};
 use crate::http;
@@ -1131,6 +1131,7 @@ async fn read_connection(
         .send(Message::Core(Input::Handshake {
             connection,
             request,
+            frame_bytes: FRAME_PREFIX_BYTES + frame.len(),
         }))
         .await
         .is_err()
@@ -1237,31 +1238,11 @@ async fn read_requests(
         let Ok(frame) = reader.frame().await else {
             return (requests, true);
         };
-        match decode_request(connection, &frame) {
+        match request_input(connection, &frame) {
             Some(input) => requests.push(input),
             None => return (requests, true),
         }
     }
-}
-
-fn decode_request(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
-    if frame.len() < 8 {
-        return None;
-    }
-    let header =
-        RequestHeader::read_from(&mut Reader::new(&frame[..8])).expect("8 bytes hold a header");
-    Some(match Request::decode(header.opcode, &frame[8..]) {
-        Ok(request) => Input::Request {
-            connection,
-            xid: header.xid,
-            request,
-        },
-        Err(error) => Input::Undecodable {
-            connection,
-            xid: header.xid,
-            error,
-        },
-    })
 }
 
 enum First {

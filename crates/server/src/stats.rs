@@ -11,6 +11,12 @@ use zoolog_proto::OpCode;
 pub struct ServerStats {
     pub packets_received: u64,
     pub packets_sent: u64,
+    /// The client packets received, their 4-byte length prefixes included (ZooKeeper's
+    /// `bytes_received_count`).
+    pub bytes_received: u64,
+    /// Replies and watch notifications sent to clients, without their length prefix
+    /// (ZooKeeper's `*_client_response_size`; it leaves out the session handshake's answer).
+    pub client_response_sizes: BufferSizes,
     /// Session handshakes (ConnectRequests) received.
     pub connect_requests: u64,
     /// Client connections closed as they opened, for the `maxClientCnxns` or `maxCnxns` limit.
@@ -29,6 +35,36 @@ pub struct ServerStats {
     pub startup_snapshot_load_time_us: Summary,
     pub startup_log_load_time_us: Summary,
     pub startup_log_entries: Summary,
+}
+
+/// ZooKeeper's BufferStats: the size in bytes of the last, smallest and largest of some
+/// buffers, each -1 until there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferSizes {
+    pub last_bytes: i64,
+    pub min_bytes: i64,
+    pub max_bytes: i64,
+}
+
+impl Default for BufferSizes {
+    fn default() -> BufferSizes {
+        BufferSizes {
+            last_bytes: -1,
+            min_bytes: -1,
+            max_bytes: -1,
+        }
+    }
+}
+
+impl BufferSizes {
+    pub fn record(&mut self, bytes: i64) {
+        assert!(bytes >= 0, "a size is never negative");
+        self.last_bytes = bytes;
+        if self.min_bytes < 0 || bytes < self.min_bytes {
+            self.min_bytes = bytes;
+        }
+        self.max_bytes = self.max_bytes.max(bytes);
+    }
 }
 
 /// Values a [`PercentileSummary`] keeps to estimate its percentiles from, at most: ZooKeeper's

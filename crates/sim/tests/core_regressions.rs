@@ -79,6 +79,7 @@ fn session_created_for_a_connection_closed_by_a_role_change() {
                 read_only: Some(false),
                 ..ConnectRequest::default()
             },
+            frame_bytes: 48,
         },
         now(3),
     );
@@ -123,6 +124,7 @@ fn handshake(
                 read_only: Some(false),
                 ..ConnectRequest::default()
             },
+            frame_bytes: 48,
         },
         now(at),
     )
@@ -158,6 +160,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
             connection: 1,
             xid: 1,
             request: zoolog_proto::Request::CloseSession,
+            frame_bytes: 12,
         },
         now(4),
     );

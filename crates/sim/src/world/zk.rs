@@ -14,10 +14,10 @@ use bytes::Bytes;
 use zoolog_proto::{
     ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetDataResponse,
     Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
-    SetDataRequest, Stat,
+    SetDataRequest, Stat, FRAME_PREFIX_BYTES,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
-use zoolog_server::core::{Core, Input as CoreInput, Now, Output};
+use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
 use zoolog_server::ServerConfig;
 use zoolog_tree::{DataTree, TreeConfig};
 use zoolog_zab::Input;
@@ -508,6 +508,7 @@ impl World {
                 CoreInput::Handshake {
                     connection: conn,
                     request,
+                    frame_bytes: FRAME_PREFIX_BYTES + frame.len(),
                 },
             );
         }
@@ -515,20 +516,8 @@ impl World {
             c.held.push_back(frame);
             return Ok(());
         }
-        let header = RequestHeader::read_from(&mut Reader::new(&frame[..8]))
-            .map_err(|e| format!("request header: {e}"))?;
-        let input = match Request::decode(header.opcode, &frame[8..]) {
-            Ok(request) => CoreInput::Request {
-                connection: conn,
-                xid: header.xid,
-                request,
-            },
-            Err(error) => CoreInput::Undecodable {
-                connection: conn,
-                xid: header.xid,
-                error,
-            },
-        };
+        let input = request_input(conn, &frame)
+            .ok_or_else(|| format!("a request frame of {} bytes has no header", frame.len()))?;
         self.core_input(idx, input)
     }
 
