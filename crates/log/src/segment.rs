@@ -103,7 +103,8 @@ pub(crate) struct LastSegment {
 /// How long opening a log spent reading what it recovered, for the server's start-up metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ReadTimes {
-    /// Reading and checking the newest valid snapshot's file.
+    /// Reading, checking and (through the opener's decoder) decoding the newest valid
+    /// snapshot.
     pub snapshot_us: u64,
     /// Reading the WAL's segments after it.
     pub wal_us: u64,
