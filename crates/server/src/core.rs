@@ -991,7 +991,8 @@ impl Core {
                     zoolog_proto::codes::xid::PING,
                     Ok(&Response::Empty),
                 );
-                self.record_latency(OpCode::Ping, RequestPath::Read, 0);
+                let latency_us = self.now.monotonic_us.saturating_sub(received_us);
+                self.record_latency(OpCode::Ping, RequestPath::Read, latency_us);
             }
             Request::Check(_) => self.unimplemented(connection, xid),
             request if read_only && self.is_logged(&request) => {

@@ -242,13 +242,10 @@ impl Ensemble {
         let opening = Instant::now();
         let tree_config = tree_config(config);
         let (replica, recovered, durable) = ReplicaLog::open_decoding(log_config, |payload| {
+            let payload_bytes = payload.left_bytes();
             let mut epoch = [0u8; SNAPSHOT_EPOCH_BYTES];
-            std::io::Read::read_exact(payload, &mut epoch).map_err(|_| {
-                format!(
-                    "{} bytes are too few to hold its epoch",
-                    payload.left_bytes()
-                )
-            })?;
+            std::io::Read::read_exact(payload, &mut epoch)
+                .map_err(|_| format!("{payload_bytes} bytes are too few to hold its epoch"))?;
             let snapshot = decode_snapshot(payload, tree_config.clone())?;
             Ok((u64::from_be_bytes(epoch), snapshot))
         })?;
