@@ -33,6 +33,7 @@ mod replica;
 mod segment;
 mod single;
 mod snapshot;
+mod spare;
 mod summary;
 
 pub use error::{AppendError, LogError};
