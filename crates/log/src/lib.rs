@@ -33,7 +33,6 @@ mod replica;
 mod segment;
 mod single;
 mod snapshot;
-mod spare;
 mod summary;
 
 pub use error::{AppendError, LogError};

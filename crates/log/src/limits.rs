@@ -24,9 +24,6 @@ pub struct WalLimits {
     /// ZooKeeper's `fsync.warningthresholdms`: a sync slower than this is logged as a
     /// warning and counted in [`crate::FsyncTimes::slow_count`].
     pub fsync_warning_threshold_ms: u64,
-    /// Whether a zero-filled spare segment is written ahead of need when no purged one is
-    /// there to be reused (see the `spare` module): the WAL's syncs then never allocate.
-    pub spare_segments: bool,
 }
 
 impl Default for WalLimits {
@@ -40,7 +37,6 @@ impl Default for WalLimits {
             batch_bytes_max: 8 * MIB,
             snapshots_retained: 3,
             fsync_warning_threshold_ms: crate::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
-            spare_segments: true,
         }
     }
 }

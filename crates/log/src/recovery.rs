@@ -34,12 +34,6 @@ pub(crate) fn recycled_file_name(first_position: Position) -> String {
     format!("{RECYCLED_PREFIX}{first_position:016x}{SEGMENT_SUFFIX}")
 }
 
-/// The spare segment (see [`crate::spare`]): a recycled segment to the writer, taken after
-/// the retired ones since its name sorts after theirs.
-pub(crate) fn spare_file_name() -> String {
-    format!("{RECYCLED_PREFIX}spare{SEGMENT_SUFFIX}")
-}
-
 pub(crate) fn is_recycled_file_name(name: &str) -> bool {
     name.starts_with(RECYCLED_PREFIX) && name.ends_with(SEGMENT_SUFFIX)
 }

@@ -274,7 +274,11 @@ impl ReplicaLog {
         let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
         let (durable_tx, durable_rx) = mpsc::channel(config.limits.queue_entries_max);
         let writer = Writer {
-            segments: SegmentWriter::new(config.wal_dir.clone(), segment, &config.limits)?,
+            segments: SegmentWriter::new(
+                config.wal_dir.clone(),
+                segment,
+                config.limits.segment_bytes_max,
+            ),
             next_position: last_position + 1,
             batch_entries_max: config.limits.batch_entries_max,
             batch_bytes_max: config.limits.batch_bytes_max,

@@ -14,8 +14,7 @@
 //! beyond the new records is only ever at the end of the last segment, where recovery cuts
 //! it like an unfinished write: a segment's stale end is cut before the next segment starts,
 //! and stale records carry positions below the segment's own, which recovery never takes for
-//! later ones. When no purged segment is there, the writer takes a spare (see
-//! [`crate::spare`]): a file of zeros written ahead of need, reused the same way.
+//! later ones.
 //!
 //! Every write covers whole pages, from the page where the segment's records end: the bytes
 //! already in that page are written again (the same bytes, so a torn write cannot change
@@ -34,14 +33,12 @@ use std::time::Instant;
 use crate::error::{IoContext, LogError};
 use crate::fsutil::{file_names, fsync_dir, remove_file_gradually};
 use crate::fsync_stats::FsyncStats;
-use crate::limits::WalLimits;
 use crate::record::{encode_record_parts, encoded_len, zeros_from, SegmentBytes};
 use crate::recovery::{
     first_segment_to_read, is_recycled_file_name, parse_segment_file_name, recycled_file_name,
     segment_file_name, segments_to_purge, RecoveredTail, SegmentVerdict, TailRecovery,
 };
 use crate::snapshot::{SnapshotPayload, SnapshotStore};
-use crate::spare::SparePreparer;
 use crate::Position;
 
 /// First positions of the segment files in `wal_dir`, sorted.
@@ -86,7 +83,7 @@ pub(crate) fn purge_segments(wal_dir: &Path, oldest_retained: Position) -> Resul
     Ok(doomed.len())
 }
 
-pub(crate) fn recycled_files(wal_dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+fn recycled_files(wal_dir: &Path) -> Result<Vec<PathBuf>, LogError> {
     let mut names: Vec<String> = file_names(wal_dir)?
         .into_iter()
         .filter(|name| is_recycled_file_name(name))
@@ -385,51 +382,25 @@ pub(crate) struct SegmentWriter {
     /// written. Bounded by one batch plus one record and a page.
     buffer: Vec<u8>,
     written_bytes: usize,
-    spares: Option<SparePreparer>,
-    /// Whether a spare was asked for since the active segment started.
-    spare_requested: bool,
 }
 
 impl SegmentWriter {
-    pub fn new(
-        wal_dir: PathBuf,
-        segment: ActiveSegment,
-        limits: &WalLimits,
-    ) -> Result<Self, LogError> {
-        let segment_bytes_max = limits.segment_bytes_max;
-        let spares = match limits.spare_segments {
-            true => Some(SparePreparer::start(wal_dir.clone(), segment_bytes_max)?),
-            false => None,
-        };
+    pub fn new(wal_dir: PathBuf, segment: ActiveSegment, segment_bytes_max: u64) -> Self {
         let mut writer = SegmentWriter {
             wal_dir,
             segment,
             segment_bytes_max,
             buffer: Vec::new(),
             written_bytes: 0,
-            spares,
-            spare_requested: false,
         };
         writer.start_at_last_page();
-        Ok(writer)
+        writer
     }
 
     /// Makes the active segment's last page the start of the next write.
     fn start_at_last_page(&mut self) {
         self.buffer = std::mem::take(&mut self.segment.last_page);
         self.written_bytes = self.buffer.len();
-        self.spare_requested = false;
-    }
-
-    /// Asks for a spare once the active segment is half full: early enough for its zeros to
-    /// be written before the segment is, late enough that a log that never fills a segment
-    /// never writes one.
-    fn request_spare_when_half_full(&mut self) {
-        let Some(spares) = &self.spares else { return };
-        if !self.spare_requested && self.segment.bytes >= self.segment_bytes_max / 2 {
-            spares.request();
-            self.spare_requested = true;
-        }
     }
 
     fn unwritten_bytes(&self) -> usize {
@@ -512,7 +483,6 @@ impl SegmentWriter {
         self.segment.bytes = page_start + records_end as u64;
         self.buffer.drain(..records_end - records_end % PAGE_BYTES);
         self.written_bytes = self.buffer.len();
-        self.request_spare_when_half_full();
         Ok(())
     }
 

@@ -385,7 +385,11 @@ impl Writer {
         let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
         let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
         let writer = Writer {
-            segments: SegmentWriter::new(config.wal_dir.clone(), segment, &config.limits)?,
+            segments: SegmentWriter::new(
+                config.wal_dir.clone(),
+                segment,
+                config.limits.segment_bytes_max,
+            ),
             next_position: committed_position + 1,
             batch_entries_max: config.limits.batch_entries_max,
             batch_bytes_max: config.limits.batch_bytes_max,

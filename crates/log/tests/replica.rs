@@ -320,9 +320,6 @@ fn sixty_entries_in_small_segments(
 ) -> (ReplicaLogConfig, ReplicaLog, Receiver<Durable>) {
     let mut config = config(root);
     config.limits.segment_bytes_max = 300;
-    // These tests count the recycled files; a spare would join them whenever its thread
-    // gets to it.
-    config.limits.spare_segments = false;
     let (log, _, mut durable) = open(&config);
     log.append(entries(1, 60, 1)).unwrap();
     wait_durable(&mut durable, 60);

@@ -4,7 +4,6 @@
 mod common;
 
 use std::fs::{self, OpenOptions};
-use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Barrier};
 
 use bytes::Bytes;
@@ -79,63 +78,6 @@ fn segments_roll_at_the_size_limit_and_recover_across_files() {
     }
     let (_log, recovered, _) = open(&config);
     assert_eq!(recovered.tail, numbered(&payloads, 1));
-}
-
-#[test]
-fn the_next_segment_is_the_spare_written_while_the_last_one_filled() {
-    let root = tempfile::tempdir().unwrap();
-    let mut config = config(root.path());
-    config.limits.segment_bytes_max = 64 * 1024;
-    let payload_bytes = 1000;
-    let per_segment = 64 * 1024 / (payload_bytes + RECORD_HEADER_BYTES);
-    let filler = |from: usize, count: usize| -> Vec<Bytes> {
-        (from..from + count)
-            .map(|i| Bytes::from(vec![b'a' + (i % 26) as u8; payload_bytes]))
-            .collect()
-    };
-    let (log, _, mut committed) = open(&config);
-    let half_full = filler(0, per_segment / 2 + 1);
-    append_all(&log, &mut committed, &half_full);
-    let spare = config.wal_dir.join("recycled-spare.wal");
-    let spare_inode = wait_for_file(&spare).ino();
-    assert_eq!(
-        fs::metadata(&spare).unwrap().len(),
-        64 * 1024,
-        "a spare is a whole segment"
-    );
-    let rest = filler(half_full.len(), per_segment);
-    append_all(&log, &mut committed, &rest);
-    let segments = segment_files(&config.wal_dir);
-    assert_eq!(segments.len(), 2, "{segments:?}");
-    assert_eq!(
-        fs::metadata(&segments[1]).unwrap().ino(),
-        spare_inode,
-        "the second segment is the spare, renamed"
-    );
-    drop(log);
-    let (_log, recovered, _) = open(&config);
-    assert_eq!(
-        recovered.tail,
-        numbered(&[half_full, rest].concat(), 1),
-        "the spare's zeros after the records are cut like an unfinished write"
-    );
-}
-
-/// Waits for another thread to create `path`; its metadata. The deadline only keeps a
-/// broken preparer from hanging the test.
-fn wait_for_file(path: &std::path::Path) -> fs::Metadata {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        if let Ok(metadata) = fs::metadata(path) {
-            return metadata;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }
 
 #[test]
