@@ -41,9 +41,10 @@ extern "C" {
 /// Memory returned in between (mimalloc does so a second after it is freed) was only faulted
 /// in again, a 2 MiB transparent huge page at a time, each zeroed by the kernel inside
 /// whatever thread touched it first, often the protocol thread: stalls of milliseconds.
-/// Measured alternately against the default on this project's 2-vCPU host, 10-worker create
-/// p99 2.06–2.66 against 2.84–5.01 ms in five pairs (bench/README.md, "Twenty-first
-/// session"). The resident size then stays at its high-water mark, as a JVM's heap does.
+/// Measured alternately against the default on this project's 2-vCPU host, the 10-worker
+/// create p99 was lower in eight pairs of nine (bench/README.md, "Twenty-first session").
+/// The resident size then stays at its high-water mark, as a JVM's heap does. Set for every
+/// subcommand: the benchmark client shares the machine's cores with the servers it measures.
 fn keep_freed_memory_for_reuse() {
     // SAFETY: mi_option_set only stores the value; mimalloc reads it at each purge decision.
     unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
