@@ -1712,7 +1712,6 @@ fn client_info(id: &Id) -> ClientInfo {
     }
 }
 
-/// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
 /// The input a request's frame (without its length prefix) makes; `None` when it is too short
 /// to hold a request header, for which a connection is closed.
 pub fn request_input(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
@@ -1738,6 +1737,7 @@ pub fn request_input(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
     })
 }
 
+/// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
 fn reply_frame(xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>) -> Vec<u8> {
     let data_bytes = result.map_or(0, Response::data_bytes);
     frame_with(REPLY_BYTES_MIN + data_bytes, |out| {
