@@ -86,6 +86,8 @@ struct Learner {
     last_ack_ms: u64,
     /// How far the leader's own log is durable, as it last said in this epoch.
     leader_durable: Position,
+    /// How far another follower's log is durable, the furthest any said in this epoch.
+    follower_durable: Position,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -555,6 +557,7 @@ impl Zab {
             forwards_resends: 0,
             last_ack_ms: 0,
             leader_durable: 0,
+            follower_durable: 0,
         }));
         self.send_follower_info(leader, observer);
     }
@@ -619,6 +622,10 @@ impl Zab {
 
     fn receive(&mut self, from: ServerId, message: Message) {
         if from == self.config.me || !self.config.members.contains_key(&from) {
+            return;
+        }
+        if let (Message::Ack { link, position }, Phase::Learning(_)) = (&message, &self.phase) {
+            self.learner_follower_ack(from, link.epoch, *position);
             return;
         }
         if let Some(link) = message.link() {
@@ -1808,15 +1815,42 @@ impl Zab {
             return;
         };
         learner.last_ack_ms = self.now_ms;
-        let (leader, epoch) = (learner.leader, learner.epoch);
-        let position = self.durable;
-        self.send(
-            leader,
-            Message::Ack {
-                link: self.learner_link(epoch),
-                position,
-            },
-        );
+        let (leader, epoch, observer) = (learner.leader, learner.epoch, learner.observer);
+        let ack = Message::Ack {
+            link: self.learner_link(epoch),
+            position: self.durable,
+        };
+        if !observer && self.pairs_commit() {
+            let me = self.config.me;
+            let followers: Vec<ServerId> = self
+                .config
+                .participants()
+                .filter(|id| *id != me && *id != leader)
+                .collect();
+            for follower in followers {
+                self.send(follower, ack.clone());
+            }
+        }
+        self.send(leader, ack);
+    }
+
+    /// Another follower's acknowledgement, sent to us as well as to the leader where pairs
+    /// commit: how far its log is durable in `epoch`. Only the epoch counts (it has one
+    /// leader); which attempt of that follower sent it does not, since a durable position
+    /// in the leader's history stays true.
+    fn learner_follower_ack(&mut self, from: ServerId, epoch: Epoch, position: Position) {
+        let Phase::Learning(learner) = &mut self.phase else {
+            return;
+        };
+        if from == learner.leader
+            || !self.config.is_participant(from)
+            || epoch != learner.epoch
+            || learner.stage != LearnerStage::Broadcast
+        {
+            return;
+        }
+        learner.follower_durable = learner.follower_durable.max(position);
+        self.learn_pair_commit();
     }
 
     fn learner_propose(
@@ -1865,11 +1899,12 @@ impl Zab {
         self.learn_pair_commit();
     }
 
-    /// Commits what this follower and the leader both hold durably, where that is a quorum.
-    /// Both logs are the leader's history up to there (a synchronized follower appends only
-    /// the leader's entries, in order), both servers have made this epoch current, and so
-    /// these entries are in every later leader's history exactly as the leader's own commit
-    /// rule would have it: it counts the same two durable copies.
+    /// Commits what this follower and one other voter (the leader or the other follower)
+    /// both hold durably, where two voters are a quorum. Both logs are the leader's history
+    /// up to there (a synchronized follower appends only the leader's entries, in order),
+    /// both servers have made this epoch current, and so these entries are in every later
+    /// leader's history exactly as the leader's own commit rule would have it: it counts the
+    /// same two durable copies.
     fn learn_pair_commit(&mut self) {
         let Phase::Learning(learner) = &self.phase else {
             return;
@@ -1877,7 +1912,8 @@ impl Zab {
         if learner.observer || learner.stage != LearnerStage::Broadcast || !self.pairs_commit() {
             return;
         }
-        self.learn_commit(learner.leader_durable.min(self.durable));
+        let other_durable = learner.leader_durable.max(learner.follower_durable);
+        self.learn_commit(other_durable.min(self.durable));
     }
 
     fn forward(&mut self, payloads: Vec<Bytes>) {

@@ -1,6 +1,8 @@
-//! Where a follower and the leader are a quorum by themselves (three voters), the follower
-//! commits what both hold durably as soon as it knows the leader's durable position, without
-//! waiting for the leader's commit announcement; with more voters it must wait.
+//! Where a follower and one other voter are a quorum by themselves (three voters), the
+//! follower commits what both hold durably as soon as it knows the other's durable position
+//! (the leader's, from its proposals, or the other follower's, from the acknowledgements the
+//! followers send each other), without waiting for the leader's commit announcement; with
+//! more voters it must wait.
 
 mod common;
 
@@ -60,6 +62,88 @@ fn a_follower_of_five_waits_for_the_leaders_commit() {
     );
     let actions = zab.handle(message(3, propose(Vec::new(), 4, 4)), 12);
     assert_eq!(delivered(&actions), vec![3, 4]);
+}
+
+/// Server 2's acknowledgement that its log is durable through `position` in `epoch`.
+fn other_follower_ack(epoch: u64, position: u64) -> zoolog_zab::Input {
+    let mut other_link = link(epoch);
+    other_link.attempt.round = 7;
+    message(
+        2,
+        Message::Ack {
+            link: other_link,
+            position,
+        },
+    )
+}
+
+/// Entry 4 from the leader, which has made its log durable only through 3, then made
+/// durable here.
+fn four_durable_here_only(zab: &mut Zab) {
+    zab.handle(message(3, propose(vec![entry(4, 1)], 2, 3)), 10);
+    logged_four(zab);
+}
+
+#[test]
+fn a_follower_of_three_commits_what_it_and_the_other_follower_hold_durably() {
+    let mut zab = broadcasting_follower(3);
+    four_durable_here_only(&mut zab);
+    assert_eq!(
+        zab.delivered_position(),
+        3,
+        "the leader holds 3 durably, not 4"
+    );
+    let actions = zab.handle(other_follower_ack(1, 4), 12);
+    assert_eq!(delivered(&actions), vec![4], "server 2 holds 4 durably too");
+}
+
+#[test]
+fn another_epochs_acknowledgement_or_one_among_five_commits_nothing() {
+    let mut zab = broadcasting_follower(3);
+    four_durable_here_only(&mut zab);
+    zab.handle(other_follower_ack(2, 4), 12);
+    assert_eq!(
+        zab.delivered_position(),
+        3,
+        "server 2 durable in another epoch holds another leader's history"
+    );
+
+    let mut zab = broadcasting_follower(5);
+    four_durable_here_only(&mut zab);
+    zab.handle(other_follower_ack(1, 4), 12);
+    assert_eq!(
+        zab.delivered_position(),
+        2,
+        "two copies are no quorum of five"
+    );
+}
+
+#[test]
+fn a_follower_of_three_acknowledges_to_the_other_follower_too_and_one_of_five_does_not() {
+    for (participants, other_followers) in [(3, vec![2]), (5, Vec::new())] {
+        let mut zab = broadcasting_follower(participants);
+        let actions = zab.handle(message(3, propose(vec![entry(4, 1)], 2, 3)), 10);
+        assert!(
+            sent_to(&actions, 3).is_empty(),
+            "acknowledged only once durable"
+        );
+        let actions = logged_four(&mut zab);
+        let acks_to = |to: u64| {
+            sent_to(&actions, to)
+                .iter()
+                .filter(|message| matches!(message, Message::Ack { position: 4, .. }))
+                .count()
+        };
+        assert_eq!(acks_to(3), 1, "the leader hears it");
+        for follower in (2..=participants).filter(|id| *id != 3) {
+            let expected = usize::from(other_followers.contains(&follower));
+            assert_eq!(
+                acks_to(follower),
+                expected,
+                "follower {follower} of {participants}"
+            );
+        }
+    }
 }
 
 /// The commit positions a leader's messages to `to` carry.
