@@ -1899,12 +1899,13 @@ impl Zab {
         self.learn_pair_commit();
     }
 
-    /// Commits what this follower and one other voter (the leader or the other follower)
-    /// both hold durably, where two voters are a quorum. Both logs are the leader's history
-    /// up to there (a synchronized follower appends only the leader's entries, in order),
-    /// both servers have made this epoch current, and so these entries are in every later
-    /// leader's history exactly as the leader's own commit rule would have it: it counts the
-    /// same two durable copies.
+    /// Commits what two of the (at most three) voters hold durably, where two are a quorum:
+    /// this follower, the leader and the other follower, as each last said. Their logs are
+    /// the leader's history up to there (a synchronized follower appends only the leader's
+    /// entries, in order), all have made this epoch current, and so these entries are in
+    /// every later leader's history exactly as the leader's own commit rule would have it:
+    /// it counts the same two durable copies. This follower need not be one of the two (the
+    /// leader and the other follower may be ahead of it); it delivers what it holds.
     fn learn_pair_commit(&mut self) {
         let Phase::Learning(learner) = &self.phase else {
             return;
@@ -1912,8 +1913,13 @@ impl Zab {
         if learner.observer || learner.stage != LearnerStage::Broadcast || !self.pairs_commit() {
             return;
         }
-        let other_durable = learner.leader_durable.max(learner.follower_durable);
-        self.learn_commit(other_durable.min(self.durable));
+        let mut durables = [
+            self.durable,
+            learner.leader_durable,
+            learner.follower_durable,
+        ];
+        durables.sort_unstable();
+        self.learn_commit(durables[1]);
     }
 
     fn forward(&mut self, payloads: Vec<Bytes>) {

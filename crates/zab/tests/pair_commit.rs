@@ -1,8 +1,7 @@
-//! Where a follower and one other voter are a quorum by themselves (three voters), the
-//! follower commits what both hold durably as soon as it knows the other's durable position
-//! (the leader's, from its proposals, or the other follower's, from the acknowledgements the
-//! followers send each other), without waiting for the leader's commit announcement; with
-//! more voters it must wait.
+//! Where two voters are a quorum (three voters), a follower commits what two of them hold
+//! durably as soon as it knows their durable positions (its own, the leader's from its
+//! proposals, the other follower's from the acknowledgements the followers send each other),
+//! without waiting for the leader's commit announcement; with more voters it must wait.
 
 mod common;
 
@@ -95,6 +94,23 @@ fn a_follower_of_three_commits_what_it_and_the_other_follower_hold_durably() {
     );
     let actions = zab.handle(other_follower_ack(1, 4), 12);
     assert_eq!(delivered(&actions), vec![4], "server 2 holds 4 durably too");
+}
+
+#[test]
+fn a_follower_of_three_commits_what_the_leader_and_the_other_follower_hold_durably() {
+    let mut zab = broadcasting_follower(3);
+    zab.handle(message(3, propose(vec![entry(4, 1)], 2, 4)), 10);
+    assert_eq!(
+        zab.delivered_position(),
+        3,
+        "4 is durable on the leader, not here"
+    );
+    let actions = zab.handle(other_follower_ack(1, 4), 12);
+    assert_eq!(
+        delivered(&actions),
+        vec![4],
+        "the leader and server 2 hold 4 durably: committed, and held here"
+    );
 }
 
 #[test]
