@@ -47,13 +47,13 @@
 //!    history is committed, and the leader starts proposing.
 //! 4. **Broadcast.** The leader appends proposals to its log and streams them to learners;
 //!    a proposal commits once a quorum of participants has logged it. With three voters
-//!    (a quorum of two) a follower and either other voter are such a quorum: the leader tells
-//!    its followers how far its own log is durable, each follower sends its acknowledgements
-//!    to the other follower as well as to the leader, and a follower commits what it and
-//!    another voter hold durably itself, a hop or a round trip before the leader's commit
-//!    announcement could reach it (the leader still announces what a follower cannot work
-//!    out from the leader's position and its own, in case the other follower's word is
-//!    lost). Learners deliver
+//!    (a quorum of two) any two are such a quorum: the leader tells its followers how far its
+//!    own log is durable, each follower sends its acknowledgements to the other follower as
+//!    well as to the leader, and a follower commits by itself what two of the three hold
+//!    durably (itself among them or not), a hop or a round trip before the leader's commit
+//!    announcement could reach it. The leader still announces what a follower cannot work out
+//!    from the leader's position and its own, in case the other follower's word is lost.
+//!    Learners deliver
 //!    committed entries in log order, and since a new leader's history contains every entry
 //!    committed before it and is delivered before anything it proposes, delivery follows
 //!    primary order. Followers forward their clients' commands to the leader, numbered so that a
@@ -77,11 +77,11 @@
 //!   the leader of that epoch must dominate every promiser's (current epoch, last position),
 //!   so its history contains the entry too (by induction over established epochs).
 //! - A follower's own commit with three voters counts the same two copies the leader's rule
-//!   would: its log and the leader's or the other follower's, both durable, both with current
+//!   would: two of its log, the leader's and the other follower's, durable, with current
 //!   epoch `e` (a follower broadcasts and acknowledges only after recording it, and an epoch
-//!   has one leader), and both the leader's history up to there (a synchronized follower
-//!   appends only the leader's entries, in order). So what it commits is committed by the
-//!   rule above, merely learnt sooner.
+//!   has one leader), and the leader's history up to there (a synchronized follower appends
+//!   only the leader's entries, in order). So what it commits is committed by the rule
+//!   above, merely learnt sooner; it delivers only entries it holds, which are that history.
 //! - A follower changes its log before it records the new current epoch: a crash in between
 //!   leaves the old, lower current epoch with a log that is a prefix of the new leader's
 //!   history, which can never out-vote a server that has the new epoch.
