@@ -1821,14 +1821,14 @@ impl Zab {
             position: self.durable,
         };
         if !observer && self.pairs_commit() {
+            // Where pairs commit there are at most three voters: one other follower at most.
             let me = self.config.me;
-            let followers: Vec<ServerId> = self
+            let other = self
                 .config
                 .participants()
-                .filter(|id| *id != me && *id != leader)
-                .collect();
-            for follower in followers {
-                self.send(follower, ack.clone());
+                .find(|id| *id != me && *id != leader);
+            if let Some(other) = other {
+                self.send(other, ack.clone());
             }
         }
         self.send(leader, ack);

@@ -76,24 +76,19 @@ fn other_follower_ack(epoch: u64, position: u64) -> zoolog_zab::Input {
     )
 }
 
-/// Entry 4 from the leader, which has made its log durable only through 3, then made
-/// durable here.
-fn four_durable_here_only(zab: &mut Zab) {
+/// How far server 1 of `participants` has delivered once entry 4, which the leader holds
+/// durably only through 3, is durable here and server 2 says it is durable there in `epoch`.
+fn delivered_after_the_other_follower_acknowledges(participants: u64, epoch: u64) -> u64 {
+    let mut zab = broadcasting_follower(participants);
     zab.handle(message(3, propose(vec![entry(4, 1)], 2, 3)), 10);
-    logged_four(zab);
+    logged_four(&mut zab);
+    zab.handle(other_follower_ack(epoch, 4), 12);
+    zab.delivered_position()
 }
 
 #[test]
 fn a_follower_of_three_commits_what_it_and_the_other_follower_hold_durably() {
-    let mut zab = broadcasting_follower(3);
-    four_durable_here_only(&mut zab);
-    assert_eq!(
-        zab.delivered_position(),
-        3,
-        "the leader holds 3 durably, not 4"
-    );
-    let actions = zab.handle(other_follower_ack(1, 4), 12);
-    assert_eq!(delivered(&actions), vec![4], "server 2 holds 4 durably too");
+    assert_eq!(delivered_after_the_other_follower_acknowledges(3, 1), 4);
 }
 
 #[test]
@@ -115,20 +110,13 @@ fn a_follower_of_three_commits_what_the_leader_and_the_other_follower_hold_durab
 
 #[test]
 fn another_epochs_acknowledgement_or_one_among_five_commits_nothing() {
-    let mut zab = broadcasting_follower(3);
-    four_durable_here_only(&mut zab);
-    zab.handle(other_follower_ack(2, 4), 12);
     assert_eq!(
-        zab.delivered_position(),
+        delivered_after_the_other_follower_acknowledges(3, 2),
         3,
         "server 2 durable in another epoch holds another leader's history"
     );
-
-    let mut zab = broadcasting_follower(5);
-    four_durable_here_only(&mut zab);
-    zab.handle(other_follower_ack(1, 4), 12);
     assert_eq!(
-        zab.delivered_position(),
+        delivered_after_the_other_follower_acknowledges(5, 1),
         2,
         "two copies are no quorum of five"
     );
