@@ -53,11 +53,10 @@
 //!    durably (itself among them or not), a hop or a round trip before the leader's commit
 //!    announcement could reach it. The leader still announces what a follower cannot work out
 //!    from the leader's position and its own, in case the other follower's word is lost.
-//!    Learners deliver
-//!    committed entries in log order, and since a new leader's history contains every entry
-//!    committed before it and is delivered before anything it proposes, delivery follows
-//!    primary order. Followers forward their clients' commands to the leader, numbered so that a
-//!    retransmitted forward is proposed once. When the proposals in flight leave no room, the
+//!    Learners deliver committed entries in log order, and since a new leader's history
+//!    contains every entry committed before it and is delivered before anything it proposes,
+//!    delivery follows primary order. Followers forward their clients' commands to the
+//!    leader, numbered so that a retransmitted forward is proposed once. When the proposals in flight leave no room, the
 //!    leader holds commands (for each learner, as many as it may have unconfirmed, and as
 //!    many for its own clients) and proposes them as commits make room, taking from its own
 //!    clients and each learner in turn. What is in flight, to the leader's own log and to
