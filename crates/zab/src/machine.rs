@@ -208,6 +208,16 @@ struct Peer {
     durable_told: Position,
 }
 
+/// The furthest position that `quorum` of the `durable` positions reach (the commit rule:
+/// the quorum-th highest), or `None` when there are fewer than `quorum` of them.
+fn reached_by_quorum(durable: &mut [Position], quorum: usize) -> Option<Position> {
+    if durable.len() < quorum {
+        return None;
+    }
+    durable.sort_unstable_by(|a, b| b.cmp(a));
+    Some(durable[quorum - 1])
+}
+
 /// How long a sender waits for a sign of progress before it sends `bytes` again, after
 /// `resends` resends without one: `heartbeats_min` heartbeats, and one more for every
 /// [`RESEND_BYTES_PER_HEARTBEAT`]; then twice as long each time, up to 16 times. Over TCP a
@@ -1435,12 +1445,9 @@ impl Zab {
                 .map(|(_, peer)| peer.acked)
                 .collect();
             acked.push(zab.durable);
-            let quorum = zab.config.quorum_size();
-            if acked.len() < quorum {
+            let Some(commit) = reached_by_quorum(&mut acked, zab.config.quorum_size()) else {
                 return;
-            }
-            acked.sort_unstable_by(|a, b| b.cmp(a));
-            let commit = acked[quorum - 1];
+            };
             if leader.stage == LeaderStage::Syncing {
                 leader.stage = LeaderStage::Broadcast;
                 leader.last_quorum_ms = zab.now_ms;
@@ -1918,8 +1925,9 @@ impl Zab {
             learner.leader_durable,
             learner.follower_durable,
         ];
-        durables.sort_unstable();
-        self.learn_commit(durables[1]);
+        if let Some(commit) = reached_by_quorum(&mut durables, self.config.quorum_size()) {
+            self.learn_commit(commit);
+        }
     }
 
     fn forward(&mut self, payloads: Vec<Bytes>) {
