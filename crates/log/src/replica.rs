@@ -17,9 +17,11 @@
 //! One writer thread executes every operation in queue order: appends are drained into a
 //! batch and fdatasynced once, and their completion is sent (as [`Durable`]) before any
 //! later truncation, epoch write or snapshot install runs, so a completion is always true
-//! when it is sent. The blocking operations (truncate, epochs, install) wait for the writer;
-//! the task that receives [`Durable`]s must keep receiving meanwhile (or have dropped the
-//! receiver), since the writer waits for room in that bounded channel.
+//! when it is sent. With a sync delay (an ensemble's leader, whose followers make the
+//! commits) the writer first lets appends gather for up to that long. The blocking
+//! operations (truncate, epochs, install) wait for the writer; the task that receives
+//! [`Durable`]s must keep receiving meanwhile (or have dropped the receiver), since the
+//! writer waits for room in that bounded channel.
 //!
 //! A record's payload is the entry's epoch (8 bytes, big endian) followed by the entry; the
 //! framing, checksums, segment files and recovery rules are those of [`crate::SingleLog`].
@@ -27,13 +29,13 @@
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{
     sync_channel, Receiver as QueueReceiver, SyncSender, TryRecvError, TrySendError,
 };
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -140,6 +142,12 @@ struct Shared {
     queued_bytes: AtomicUsize,
     entries_durable: AtomicU64,
     batches_durable: AtomicU64,
+    /// See [`ReplicaLog::set_sync_delay`]; in microseconds.
+    sync_delay_us: AtomicU64,
+    /// Set to end the writer's current (or next) sync delay at once.
+    sync_asked: AtomicBool,
+    /// The writer thread, to wake it from a sync delay.
+    writer: OnceLock<Thread>,
     fsync: FsyncStats,
     failure: Mutex<Option<String>>,
 }
@@ -147,6 +155,14 @@ struct Shared {
 impl Shared {
     fn failure(&self) -> Option<String> {
         lock(&self.failure).clone()
+    }
+
+    /// Ends the writer's sync delay, or its next one if it is not in one.
+    fn ask_sync(&self) {
+        self.sync_asked.store(true, Ordering::Release);
+        if let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
     }
 
     fn release_queued(&self, entries: usize, bytes: usize) {
@@ -203,6 +219,8 @@ fn entries_bytes(entries: &[ReplicaEntry]) -> usize {
 pub struct ReplicaLog {
     wal_dir: PathBuf,
     entry_bytes_max: usize,
+    batch_entries_max: usize,
+    batch_bytes_max: usize,
     queue_entries_max: usize,
     queue_bytes_max: usize,
     order: Mutex<Order>,
@@ -284,6 +302,7 @@ impl ReplicaLog {
             batch_bytes_max: config.limits.batch_bytes_max,
             queue: queue_rx,
             held_over: None,
+            catching_up: false,
             durable: durable_tx,
             consumer_gone: false,
             shared: Arc::clone(&shared),
@@ -293,6 +312,7 @@ impl ReplicaLog {
             .name("zoolog-replica-writer".into())
             .spawn(move || writer.run())
             .context(|| "spawn the replica WAL writer thread".to_string())?;
+        let _ = shared.writer.set(handle.thread().clone());
         tracing::info!(
             wal_dir = %config.wal_dir.display(),
             snapshot_position,
@@ -305,6 +325,8 @@ impl ReplicaLog {
         let log = ReplicaLog {
             wal_dir: config.wal_dir,
             entry_bytes_max: config.limits.entry_bytes_max,
+            batch_entries_max: config.limits.batch_entries_max,
+            batch_bytes_max: config.limits.batch_bytes_max,
             queue_entries_max: config.limits.queue_entries_max,
             queue_bytes_max: config.limits.queue_bytes_max,
             order: Mutex::new(Order {
@@ -383,6 +405,14 @@ impl ReplicaLog {
         match queue.try_send(Op::Append(entries)) {
             Ok(()) => {
                 order.last_queued = last;
+                if self.shared.queued_entries.load(Ordering::Acquire) >= self.batch_entries_max
+                    || self.shared.queued_bytes.load(Ordering::Acquire) >= self.batch_bytes_max
+                {
+                    // A full batch waits for no delay.
+                    if let Some(writer) = self.shared.writer.get() {
+                        writer.unpark();
+                    }
+                }
                 Ok(())
             }
             Err(error) => {
@@ -393,6 +423,21 @@ impl ReplicaLog {
                 })
             }
         }
+    }
+
+    /// How long the writer may wait, once an append reaches it, before it writes and
+    /// fdatasyncs, so that one sync takes in the appends queued meanwhile: zero (the default)
+    /// writes and syncs at once. The wait ends early when the queued appends fill a batch,
+    /// when any other operation is queued, and at [`ReplicaLog::sync_now`]; it is skipped
+    /// while the writer catches up with full batches.
+    pub fn set_sync_delay(&self, delay: Duration) {
+        let delay_us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.sync_delay_us.store(delay_us, Ordering::Relaxed);
+    }
+
+    /// Ends the writer's current sync delay at once, or its next one if it is not waiting.
+    pub fn sync_now(&self) {
+        self.shared.ask_sync();
     }
 
     /// Cuts consecutive entries into appends that each fit the queue's entry and byte
@@ -586,6 +631,7 @@ impl ReplicaLog {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .take(),
         );
+        self.shared.ask_sync();
         let handle = lock(&self.writer).take();
         if let Some(handle) = handle {
             if handle.join().is_err() {
@@ -622,6 +668,8 @@ impl ReplicaLog {
             match queue.try_send(op) {
                 Ok(()) => {
                     update(&mut order);
+                    // Appends ahead of it are not to wait out a sync delay.
+                    self.shared.ask_sync();
                     break;
                 }
                 Err(TrySendError::Full(_)) => {}
@@ -777,6 +825,14 @@ fn write_epochs(wal_dir: &Path, epochs: ReplicaEpochs, stats: &FsyncStats) -> Re
     stats.timed_fsync(&wal_dir.display(), || fsync_dir(wal_dir))
 }
 
+/// A batch written and synced, not yet reported durable.
+#[derive(Default)]
+struct Written {
+    entries: usize,
+    bytes: usize,
+    last: Option<Durable>,
+}
+
 /// The one thread that writes the replica's WAL and epochs, in queue order.
 struct Writer {
     segments: SegmentWriter,
@@ -788,6 +844,8 @@ struct Writer {
     queue: QueueReceiver<Op>,
     /// An operation taken from the queue that ended the previous batch.
     held_over: Option<Op>,
+    /// Whether the last batch was full: the next one is written without a sync delay.
+    catching_up: bool,
     durable: mpsc::Sender<Durable>,
     consumer_gone: bool,
     shared: Arc<Shared>,
@@ -798,10 +856,7 @@ impl Writer {
     fn run(mut self) {
         while let Some(op) = self.next_op() {
             let (result, done) = match op {
-                Op::Append(entries) => {
-                    let batch = self.gather_batch(entries);
-                    (self.write_batch(batch), None)
-                }
+                Op::Append(entries) => (self.append(entries), None),
                 Op::Truncate { after, done } => (self.truncate_after(after), Some(done)),
                 Op::PersistEpochs { epochs, done } => (
                     write_epochs(self.segments.wal_dir(), epochs, &self.shared.fsync),
@@ -874,9 +929,44 @@ impl Writer {
         batch
     }
 
-    fn write_batch(&mut self, batch: Vec<Vec<ReplicaEntry>>) -> Result<(), LogError> {
-        let mut last = None;
-        let mut count = 0u64;
+    /// Writes `first` and the appends queued behind it, after the sync delay if there is
+    /// one, syncs them and reports them durable.
+    fn append(&mut self, first: Vec<ReplicaEntry>) -> Result<(), LogError> {
+        let delay_us = self.shared.sync_delay_us.load(Ordering::Relaxed);
+        if delay_us > 0 && !self.catching_up {
+            self.wait_for_more(first.len(), Duration::from_micros(delay_us));
+        }
+        let batch = self.gather_batch(first);
+        let written = self.write_batch(batch)?;
+        self.catching_up = matches!(self.held_over, Some(Op::Append(_)))
+            || written.entries >= self.batch_entries_max
+            || written.bytes >= self.batch_bytes_max;
+        self.report_durable(written);
+        Ok(())
+    }
+
+    /// Waits up to `delay` for more appends to queue behind the `taken` entries already off
+    /// the queue, until they fill a batch or a sync is asked for.
+    fn wait_for_more(&self, taken: usize, delay: Duration) {
+        let deadline = Instant::now() + delay;
+        loop {
+            if self.shared.sync_asked.swap(false, Ordering::AcqRel)
+                || taken + self.shared.queued_entries.load(Ordering::Acquire)
+                    >= self.batch_entries_max
+                || self.shared.queued_bytes.load(Ordering::Acquire) >= self.batch_bytes_max
+            {
+                return;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            std::thread::park_timeout(left);
+        }
+    }
+
+    /// Writes a batch to the active segment and fdatasyncs it.
+    fn write_batch(&mut self, batch: Vec<Vec<ReplicaEntry>>) -> Result<Written, LogError> {
+        let mut written = Written::default();
         for entry in batch.iter().flatten() {
             assert_eq!(
                 entry.position, self.next_position,
@@ -889,26 +979,31 @@ impl Writer {
                 &self.shared.fsync,
             )?;
             self.next_position += 1;
-            count += 1;
-            last = Some(Durable {
+            written.entries += 1;
+            written.bytes += entry.payload.len();
+            written.last = Some(Durable {
                 position: entry.position,
                 epoch: entry.epoch,
             });
         }
         self.segments.write_and_sync(&self.shared.fsync)?;
-        let Some(durable) = last else {
-            return Ok(());
+        Ok(written)
+    }
+
+    /// Reports synced entries durable. Held_over is not yet run: the completion goes out
+    /// while it is still true.
+    fn report_durable(&mut self, written: Written) {
+        let Some(durable) = written.last else {
+            return;
         };
         self.shared
             .entries_durable
-            .fetch_add(count, Ordering::Relaxed);
+            .fetch_add(written.entries as u64, Ordering::Relaxed);
         self.shared.batches_durable.fetch_add(1, Ordering::Relaxed);
-        // Held_over is not yet run: the completion goes out while it is still true.
         if !self.consumer_gone && self.durable.blocking_send(durable).is_err() {
             tracing::debug!("the Durable receiver is gone; entries stay durable but unreported");
             self.consumer_gone = true;
         }
-        Ok(())
     }
 
     /// Deletes later segments from the highest down, each deletion durable before the next

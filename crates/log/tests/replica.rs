@@ -175,6 +175,102 @@ fn an_append_larger_than_the_queue_goes_in_as_parts_that_each_fit() {
     drained.join().unwrap();
 }
 
+/// A sync delay far longer than any test: whatever ends a delay here is not its expiry.
+const LONG_DELAY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The next completion, or `None` if none comes within 20 s (the delay did not end).
+fn next_durable(durable: &mut Receiver<Durable>) -> Option<Durable> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if let Ok(done) = durable.try_recv() {
+            return Some(done);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn a_sync_delay_takes_later_appends_into_the_same_fdatasync() {
+    let root = tempfile::tempdir().unwrap();
+    let (log, _, mut durable) = open(&config(root.path()));
+    log.set_sync_delay(LONG_DELAY);
+    let syncs_before = log.stats().fsync.count;
+    log.append(entries(1, 1, 1)).unwrap();
+    // Time for the writer to take the first append alone, so that the others come during
+    // its delay (without a delay, it would be synced and reported by itself).
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for position in 2..=10 {
+        log.append(entries(position, 1, 1)).unwrap();
+    }
+    log.sync_now();
+    assert_eq!(
+        next_durable(&mut durable),
+        Some(Durable {
+            position: 10,
+            epoch: 1
+        }),
+        "one completion for all ten appends, once asked to sync"
+    );
+    let stats = log.stats();
+    assert_eq!(stats.fsync.count - syncs_before, 1);
+    assert_eq!(stats.batches_committed, 1);
+    assert_eq!(stats.entries_committed, 10);
+
+    log.append(entries(11, 1, 1)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    log.sync_now();
+    assert_eq!(
+        next_durable(&mut durable).map(|done| done.position),
+        Some(11),
+        "asked to sync while it waits"
+    );
+
+    log.set_sync_delay(std::time::Duration::ZERO);
+    log.append(entries(12, 1, 1)).unwrap();
+    assert_eq!(
+        next_durable(&mut durable).map(|done| done.position),
+        Some(12),
+        "without a delay an append is synced at once"
+    );
+}
+
+#[test]
+fn a_full_batch_or_another_operation_ends_a_sync_delay() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = config(root.path());
+    config.limits.batch_entries_max = 4;
+    let (log, _, mut durable) = open(&config);
+    log.set_sync_delay(LONG_DELAY);
+    for position in 1..=5 {
+        log.append(entries(position, 1, 1)).unwrap();
+    }
+    assert_eq!(
+        next_durable(&mut durable).map(|done| done.position),
+        Some(4),
+        "a full batch is synced"
+    );
+    assert_eq!(
+        next_durable(&mut durable).map(|done| done.position),
+        Some(5),
+        "and what is left behind it without a delay"
+    );
+    log.append(entries(6, 2, 1)).unwrap();
+    log.persist_epochs(ReplicaEpochs {
+        accepted: 1,
+        current: 1,
+    })
+    .unwrap();
+    assert_eq!(
+        durable.try_recv().map(|done| done.position),
+        Ok(7),
+        "reported before the epochs were written"
+    );
+    drop(log);
+    let (_, recovered, _) = open(&config);
+    assert_eq!(recovered.entries, entries(1, 7, 1));
+}
+
 #[test]
 fn truncated_entries_never_come_back() {
     let root = tempfile::tempdir().unwrap();

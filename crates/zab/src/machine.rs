@@ -218,6 +218,17 @@ fn reached_by_quorum(durable: &mut [Position], quorum: usize) -> Option<Position
     Some(durable[quorum - 1])
 }
 
+/// How far each synchronized voting follower has acknowledged its log durable.
+fn voting_acks<'a>(
+    config: &'a Config,
+    peers: &'a BTreeMap<ServerId, Peer>,
+) -> impl Iterator<Item = Position> + 'a {
+    peers
+        .iter()
+        .filter(|(id, peer)| peer.synced && config.is_participant(**id))
+        .map(|(_, peer)| peer.acked)
+}
+
 /// How long a sender waits for a sign of progress before it sends `bytes` again, after
 /// `resends` resends without one: `heartbeats_min` heartbeats, and one more for every
 /// [`RESEND_BYTES_PER_HEARTBEAT`]; then twice as long each time, up to 16 times. Over TCP a
@@ -416,6 +427,35 @@ impl Zab {
             self.config.forwards_in_flight_max,
             self.config.in_flight_bytes_max,
         )
+    }
+
+    /// Whether a commit can do without this server's own durable copy: it leads, in
+    /// broadcast, and its synchronized voting followers are a quorum by themselves. Its log
+    /// may then be made durable later than it is written (the driver's choice); its durable
+    /// position counts towards a commit whenever it is reported, as always.
+    pub fn own_copy_optional(&self) -> bool {
+        let Phase::Leading(leader) = &self.phase else {
+            return false;
+        };
+        let voting_followers = voting_acks(&self.config, &leader.peers).count();
+        leader.stage == LeaderStage::Broadcast && voting_followers >= self.config.quorum_size()
+    }
+
+    /// Whether a commit waits for this server's own copy: it leads, and its log, were it
+    /// durable through its last entry, would complete a quorum with its followers' durable
+    /// copies beyond what is committed.
+    pub fn own_copy_awaited(&self) -> bool {
+        let Phase::Leading(leader) = &self.phase else {
+            return false;
+        };
+        let last = self.history.last_position();
+        if leader.stage != LeaderStage::Broadcast || self.durable >= last {
+            return false;
+        }
+        let mut copies: Vec<Position> = voting_acks(&self.config, &leader.peers).collect();
+        copies.push(last);
+        reached_by_quorum(&mut copies, self.config.quorum_size())
+            .is_some_and(|commit| commit > self.committed)
     }
 
     pub fn committed_position(&self) -> Position {
@@ -1438,12 +1478,7 @@ impl Zab {
             if !matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
                 return;
             }
-            let mut acked: Vec<Position> = leader
-                .peers
-                .iter()
-                .filter(|(id, peer)| peer.synced && zab.config.is_participant(**id))
-                .map(|(_, peer)| peer.acked)
-                .collect();
+            let mut acked: Vec<Position> = voting_acks(&zab.config, &leader.peers).collect();
             acked.push(zab.durable);
             let Some(commit) = reached_by_quorum(&mut acked, zab.config.quorum_size()) else {
                 return;
