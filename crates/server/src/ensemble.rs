@@ -757,9 +757,12 @@ impl Driver {
     /// timer on its deadline.
     fn follow_own_sync(&self, own_sync: &mut OwnSync, stall: Pin<&mut Sleep>) {
         let armed = own_sync.stall_deadline();
+        let optional = self.zab.own_copy_optional();
+        // Only a delaying leader's commit can wait for its copy.
+        let awaited = optional && self.zab.own_copy_awaited();
         let steps = own_sync.follow(
-            self.zab.own_copy_optional(),
-            self.zab.own_copy_awaited(),
+            optional,
+            awaited,
             self.zab.committed_position(),
             Instant::now(),
         );

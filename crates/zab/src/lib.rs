@@ -54,9 +54,10 @@
 //!    announcement could reach it. The leader still announces what a follower cannot work out
 //!    from the leader's position and its own, in case the other follower's word is lost.
 //!    A leader's own copy counts like any other, once durable; while its synchronized voting
-//!    followers are a quorum by themselves it is not needed at all (`own_copy_optional`), and
-//!    the driver may make it durable later, syncing at once when a commit waits for it
-//!    (`own_copy_awaited`). That moves when commits happen, never what they are.
+//!    followers, heard from lately, are a quorum by themselves it is not needed at all
+//!    (`own_copy_optional`), and the driver may make it durable later, and sooner once a
+//!    commit has waited for it (`own_copy_awaited`). That moves when commits happen, never
+//!    what they are.
 //!    Learners deliver committed entries in log order, and since a new leader's history
 //!    contains every entry committed before it and is delivered before anything it proposes,
 //!    delivery follows primary order. Followers forward their clients' commands to the

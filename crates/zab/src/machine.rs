@@ -218,15 +218,15 @@ fn reached_by_quorum(durable: &mut [Position], quorum: usize) -> Option<Position
     Some(durable[quorum - 1])
 }
 
-/// How far each synchronized voting follower has acknowledged its log durable.
-fn voting_acks<'a>(
+/// The synchronized voting followers among a leader's learners.
+fn voting_followers<'a>(
     config: &'a Config,
     peers: &'a BTreeMap<ServerId, Peer>,
-) -> impl Iterator<Item = Position> + 'a {
+) -> impl Iterator<Item = &'a Peer> + 'a {
     peers
         .iter()
         .filter(|(id, peer)| peer.synced && config.is_participant(**id))
-        .map(|(_, peer)| peer.acked)
+        .map(|(_, peer)| peer)
 }
 
 /// How long a sender waits for a sign of progress before it sends `bytes` again, after
@@ -430,15 +430,19 @@ impl Zab {
     }
 
     /// Whether a commit can do without this server's own durable copy: it leads, in
-    /// broadcast, and its synchronized voting followers are a quorum by themselves. Its log
-    /// may then be made durable later than it is written (the driver's choice); its durable
+    /// broadcast, and its synchronized voting followers heard from within two heartbeat
+    /// intervals (a live one answers every heartbeat) are a quorum by themselves. Its log may
+    /// then be made durable later than it is written (the driver's choice); its durable
     /// position counts towards a commit whenever it is reported, as always.
     pub fn own_copy_optional(&self) -> bool {
         let Phase::Leading(leader) = &self.phase else {
             return false;
         };
-        let voting_followers = voting_acks(&self.config, &leader.peers).count();
-        leader.stage == LeaderStage::Broadcast && voting_followers >= self.config.quorum_size()
+        let heard_since = self.now_ms.saturating_sub(2 * self.config.heartbeat_ms);
+        let live = voting_followers(&self.config, &leader.peers)
+            .filter(|peer| peer.last_heard_ms >= heard_since)
+            .count();
+        leader.stage == LeaderStage::Broadcast && live >= self.config.quorum_size()
     }
 
     /// Whether a commit waits for this server's own copy: it leads, and its log, were it
@@ -452,7 +456,9 @@ impl Zab {
         if leader.stage != LeaderStage::Broadcast || self.durable >= last {
             return false;
         }
-        let mut copies: Vec<Position> = voting_acks(&self.config, &leader.peers).collect();
+        let mut copies: Vec<Position> = voting_followers(&self.config, &leader.peers)
+            .map(|peer| peer.acked)
+            .collect();
         copies.push(last);
         reached_by_quorum(&mut copies, self.config.quorum_size())
             .is_some_and(|commit| commit > self.committed)
@@ -1478,7 +1484,9 @@ impl Zab {
             if !matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
                 return;
             }
-            let mut acked: Vec<Position> = voting_acks(&zab.config, &leader.peers).collect();
+            let mut acked: Vec<Position> = voting_followers(&zab.config, &leader.peers)
+                .map(|peer| peer.acked)
+                .collect();
             acked.push(zab.durable);
             let Some(commit) = reached_by_quorum(&mut acked, zab.config.quorum_size()) else {
                 return;

@@ -7,7 +7,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader_with, config, link, message, proposed, sent_to};
+use common::{ack, broadcasting_leader_with, config, link, message, proposed, sent_to};
 use zoolog_zab::{Action, Input, Message, Zab};
 
 /// Server 1 leads three voters with ten bytes of room in flight (and as many for commands
@@ -48,16 +48,6 @@ fn sent_commands(actions: &[Action], to: u64) -> Vec<u8> {
 
 fn logged(position: u64) -> Input {
     Input::Logged { position, epoch: 1 }
-}
-
-fn ack(from: u64, position: u64) -> Input {
-    message(
-        from,
-        Message::Ack {
-            link: link(1),
-            position,
-        },
-    )
 }
 
 #[test]

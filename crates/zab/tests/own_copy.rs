@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_follower, broadcasting_leader, link, message};
+use common::{ack, broadcasting_follower, broadcasting_leader, config, link, message};
 use zoolog_zab::{Input, Message, Zab};
 
 /// Server 1 of three, leading epoch 1, whose follower 3 has come back on a new attempt
@@ -25,14 +25,19 @@ fn leader_with_one_follower_resynchronizing() -> Zab {
     zab
 }
 
-fn ack(from: u64, position: u64) -> Input {
-    message(
-        from,
-        Message::Ack {
-            link: link(1),
-            position,
-        },
-    )
+#[test]
+fn a_follower_gone_silent_no_longer_counts() {
+    let mut zab = broadcasting_leader(3);
+    let heartbeat_ms = config(1, 3).heartbeat_ms;
+    let silent_since = 4; // both followers' last word, in `broadcasting_leader`
+    let now_ms = silent_since + 2 * heartbeat_ms + 1;
+    zab.handle(ack(2, 0), now_ms);
+    assert!(
+        !zab.own_copy_optional(),
+        "follower 3 has not answered two heartbeats"
+    );
+    zab.handle(ack(3, 0), now_ms);
+    assert!(zab.own_copy_optional());
 }
 
 #[test]

@@ -62,6 +62,18 @@ pub fn message(from: u64, message: Message) -> Input {
     Input::Message { from, message }
 }
 
+/// Follower `from`'s word, on its first attempt in epoch 1, that its log is durable through
+/// `position`.
+pub fn ack(from: u64, position: u64) -> Input {
+    message(
+        from,
+        Message::Ack {
+            link: link(1),
+            position,
+        },
+    )
+}
+
 /// Leader 3's `Propose` in epoch 1 (to server 1's first attempt), taking no forwards.
 pub fn propose(entries: Vec<zoolog_zab::Entry>, commit: u64, leader_durable: u64) -> Message {
     Message::Propose {
