@@ -138,6 +138,9 @@ struct Leader {
     /// The leader's last position when its history was fixed (start of synchronization).
     history_end: Position,
     last_quorum_ms: u64,
+    /// The commit position at the previous tick: by the next, every learner has been told
+    /// it or of a later one (see [`Zab::tell_owed_commit`]).
+    committed_at_tick: Position,
     /// This server's own clients' commands, held while the proposals in flight leave no room
     /// for them; they take their turn with each learner's waiting forwards.
     own_waiting: CommandQueue,
@@ -206,6 +209,10 @@ struct Peer {
     forwards_waiting: CommandQueue,
     /// The highest of our durable positions we have told the learner.
     durable_told: Position,
+    /// The highest commit position the learner knows of for certain: told by us, or worked
+    /// out from its own acknowledged log and our durable position told. (It may know more,
+    /// from the other follower's acknowledgements, which we cannot see arrive.)
+    commit_known: Position,
 }
 
 /// The furthest position that `quorum` of the `durable` positions reach (the commit rule:
@@ -222,11 +229,11 @@ fn reached_by_quorum(durable: &mut [Position], quorum: usize) -> Option<Position
 fn voting_followers<'a>(
     config: &'a Config,
     peers: &'a BTreeMap<ServerId, Peer>,
-) -> impl Iterator<Item = &'a Peer> + 'a {
+) -> impl Iterator<Item = (ServerId, &'a Peer)> + 'a {
     peers
         .iter()
         .filter(|(id, peer)| peer.synced && config.is_participant(**id))
-        .map(|(_, peer)| peer)
+        .map(|(id, peer)| (*id, peer))
 }
 
 /// How long a sender waits for a sign of progress before it sends `bytes` again, after
@@ -279,6 +286,7 @@ impl Peer {
             forwards_taken: 0,
             forwards_waiting: CommandQueue::default(),
             durable_told: 0,
+            commit_known: 0,
         }
     }
 
@@ -294,6 +302,7 @@ impl Peer {
     ) -> Message {
         self.last_sent_ms = now_ms;
         self.durable_told = leader_durable;
+        self.commit_known = self.commit_known.max(commit);
         Message::Propose {
             link: self.link(epoch),
             entries,
@@ -440,7 +449,7 @@ impl Zab {
         };
         let heard_since = self.now_ms.saturating_sub(2 * self.config.heartbeat_ms);
         let live = voting_followers(&self.config, &leader.peers)
-            .filter(|peer| peer.last_heard_ms >= heard_since)
+            .filter(|(_, peer)| peer.last_heard_ms >= heard_since)
             .count();
         leader.stage == LeaderStage::Broadcast && live >= self.config.quorum_size()
     }
@@ -457,7 +466,7 @@ impl Zab {
             return false;
         }
         let mut copies: Vec<Position> = voting_followers(&self.config, &leader.peers)
-            .map(|peer| peer.acked)
+            .map(|(_, peer)| peer.acked)
             .collect();
         copies.push(last);
         reached_by_quorum(&mut copies, self.config.quorum_size())
@@ -651,6 +660,7 @@ impl Zab {
             started_ms: self.now_ms,
             peers: BTreeMap::new(),
             history_end: 0,
+            committed_at_tick: 0,
             last_quorum_ms: self.now_ms,
             own_waiting: CommandQueue::default(),
         }));
@@ -1485,7 +1495,7 @@ impl Zab {
                 return;
             }
             let mut acked: Vec<Position> = voting_followers(&zab.config, &leader.peers)
-                .map(|peer| peer.acked)
+                .map(|(_, peer)| peer.acked)
                 .collect();
             acked.push(zab.durable);
             let Some(commit) = reached_by_quorum(&mut acked, zab.config.quorum_size()) else {
@@ -1517,18 +1527,35 @@ impl Zab {
 
     /// Learners hear at once (not at the next heartbeat) of what they can now commit: a
     /// follower answers its client only when it learns that the client's write committed.
-    /// Where pairs commit, a follower is told how far our log is durable, and from that and
-    /// its own log it commits a round trip sooner than our announcement of the commit
-    /// (which its acknowledgement would have had to reach us for); it then needs no
-    /// announcement. Others are told of each new commit position.
+    /// Where pairs commit, a follower is told how far our log is durable, and works out a
+    /// commit from that, its own log and the other follower's acknowledgements (sent to it
+    /// too) a hop or a round trip sooner than our announcement could reach it: it is not
+    /// announced what two of those three copies reach. Should the other follower's word be
+    /// lost, [`Zab::tell_owed_commit`] tells it a tick later. Others are told of each new
+    /// commit position.
     fn announce(&mut self, leader: &mut Leader, commit_advanced: bool) {
         let (now_ms, durable, committed) = (self.now_ms, self.durable, self.committed);
         let pairs_commit = self.pairs_commit();
+        let quorum = self.config.quorum_size();
+        let followers_acked: Vec<(ServerId, Position)> =
+            voting_followers(&self.config, &leader.peers)
+                .map(|(id, peer)| (id, peer.acked))
+                .collect();
         for (id, peer) in leader.peers.iter_mut().filter(|(_, peer)| peer.synced) {
             let pairs = pairs_commit && !peer.observer;
             let tell_durable = pairs && peer.durable_told < durable;
             // Unless told now, the learner already knows `durable` (it only grows).
-            let derivable = pairs && peer.acked.min(durable) >= committed;
+            if pairs && peer.acked.min(durable) >= committed {
+                peer.commit_known = peer.commit_known.max(committed);
+            }
+            // Where pairs commit there is one other voting follower at most.
+            let other_acked = followers_acked
+                .iter()
+                .find(|(other, _)| other != id)
+                .map_or(0, |(_, acked)| *acked);
+            let mut copies = [peer.acked, durable, other_acked];
+            let derivable =
+                pairs && reached_by_quorum(&mut copies, quorum).is_some_and(|at| at >= committed);
             let tell_commit = commit_advanced && !derivable;
             if !tell_durable && !tell_commit {
                 continue;
@@ -1536,6 +1563,28 @@ impl Zab {
             let message = peer.propose(leader.epoch, Vec::new(), committed, durable, now_ms);
             self.send(*id, message);
         }
+    }
+
+    /// Tells a synchronized learner a commit position reached by the previous tick that it
+    /// was not told and could not work out for certain: it was left to learn it from the
+    /// other follower's acknowledgement, which may have been lost. Under load the next
+    /// proposal carries it first.
+    fn tell_owed_commit(&mut self, leader: &mut Leader, id: ServerId) {
+        let owed = leader.committed_at_tick;
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
+        if !peer.synced || peer.commit_known >= owed {
+            return;
+        }
+        let message = peer.propose(
+            leader.epoch,
+            Vec::new(),
+            self.committed,
+            self.durable,
+            self.now_ms,
+        );
+        self.send(id, message);
     }
 
     fn leader_tick(&mut self) {
@@ -1566,8 +1615,10 @@ impl Zab {
             }
             let ids: Vec<ServerId> = leader.peers.keys().copied().collect();
             for id in ids {
+                zab.tell_owed_commit(leader, id);
                 zab.leader_heartbeat(leader, id);
             }
+            leader.committed_at_tick = zab.committed;
         });
         if step_down {
             self.look();

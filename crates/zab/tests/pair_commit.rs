@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{broadcasting_follower, broadcasting_leader, entry, link, message, propose, sent_to};
+use common::{
+    broadcasting_follower, broadcasting_leader_with, config, entry, link, message, propose, sent_to,
+};
 use zoolog_zab::{Action, Input, Message, Zab};
 
 /// Entry 4 from the leader, which has made its log durable through 4 but committed only 2
@@ -163,8 +165,12 @@ fn commits_sent_to(actions: &[Action], to: u64) -> Vec<u64> {
 
 /// Server 1 leads `participants` voters: it proposes entry 1, makes it durable, and hears
 /// the acknowledgements of `ackers`. Returns what that last acknowledgement made it do.
+/// Its heartbeats are far apart, so that what it sends on the next few ticks is only what
+/// they owe.
 fn leader_commits_one(participants: u64, ackers: &[u64]) -> (Zab, Vec<Action>) {
-    let mut zab = broadcasting_leader(participants);
+    let mut leader_config = config(1, participants);
+    leader_config.heartbeat_ms = 100;
+    let mut zab = broadcasting_leader_with(leader_config);
     let payloads = vec![bytes::Bytes::from_static(b"command")];
     zab.handle(Input::Append { payloads }, 10);
     zab.handle(
@@ -186,7 +192,7 @@ fn leader_commits_one(participants: u64, ackers: &[u64]) -> (Zab, Vec<Action>) {
 }
 
 #[test]
-fn a_leader_of_three_announces_a_commit_only_to_the_follower_that_cannot_work_it_out() {
+fn a_leader_of_three_announces_no_commit_its_followers_can_work_out() {
     let (zab, actions) = leader_commits_one(3, &[2]);
     assert_eq!(zab.committed_position(), 1);
     // Server 2 holds entry 1 durably and was told that the leader does: it commits by itself.
@@ -195,8 +201,59 @@ fn a_leader_of_three_announces_a_commit_only_to_the_follower_that_cannot_work_it
         Vec::<u64>::new(),
         "{actions:?}"
     );
-    // Server 3 has not acknowledged entry 1: it learns of the commit from the leader.
+    // Server 3 was told that the leader holds entry 1 durably and hears server 2 say so too.
+    assert_eq!(
+        commits_sent_to(&actions, 3),
+        Vec::<u64>::new(),
+        "{actions:?}"
+    );
+}
+
+/// The commit positions `leader` announces on a tick at `now_ms`.
+fn commits_announced_on_tick(leader: &mut Zab, now_ms: u64, to: u64) -> Vec<u64> {
+    let actions = leader.handle(Input::Tick, now_ms);
+    commits_sent_to(&actions, to)
+}
+
+#[test]
+fn a_commit_left_to_the_other_followers_word_is_announced_once_a_tick_has_passed() {
+    let (mut zab, _) = leader_commits_one(3, &[2]);
+    // Reached since the last tick: server 2's acknowledgement may still be on its way to 3.
+    assert_eq!(
+        commits_announced_on_tick(&mut zab, 13, 3),
+        Vec::<u64>::new()
+    );
+    // A tick later it may have been lost: server 3 is told; server 2, which worked it out
+    // from what it holds itself, is not.
+    let actions = zab.handle(Input::Tick, 14);
     assert_eq!(commits_sent_to(&actions, 3), vec![1], "{actions:?}");
+    assert_eq!(
+        commits_sent_to(&actions, 2),
+        Vec::<u64>::new(),
+        "{actions:?}"
+    );
+    assert_eq!(
+        commits_announced_on_tick(&mut zab, 15, 3),
+        Vec::<u64>::new(),
+        "told once"
+    );
+}
+
+#[test]
+fn a_proposal_that_carries_the_commit_leaves_nothing_owed() {
+    let (mut zab, _) = leader_commits_one(3, &[2]);
+    let payloads = vec![bytes::Bytes::from_static(b"next")];
+    let actions = zab.handle(Input::Append { payloads }, 13);
+    assert_eq!(
+        commits_sent_to(&actions, 3),
+        vec![1],
+        "the proposal of entry 2"
+    );
+    zab.handle(Input::Tick, 14);
+    assert_eq!(
+        commits_announced_on_tick(&mut zab, 15, 3),
+        Vec::<u64>::new()
+    );
 }
 
 #[test]
