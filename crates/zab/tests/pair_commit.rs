@@ -182,11 +182,7 @@ fn leader_commits_one(participants: u64, ackers: &[u64]) -> (Zab, Vec<Action>) {
     );
     let mut last = Vec::new();
     for &from in ackers {
-        let ack = Message::Ack {
-            link: link(1),
-            position: 1,
-        };
-        last = zab.handle(message(from, ack), 12);
+        last = zab.handle(message(from, ack_of_one()), 12);
     }
     (zab, last)
 }
@@ -207,6 +203,32 @@ fn a_leader_of_three_announces_no_commit_its_followers_can_work_out() {
         Vec::<u64>::new(),
         "{actions:?}"
     );
+}
+
+#[test]
+fn a_commit_the_followers_copies_make_alone_is_announced_to_neither() {
+    // The leader's own copy is not durable yet (it may delay its fdatasync): the two
+    // followers' acknowledgements commit entry 1, and each hears the other's.
+    let mut zab = broadcasting_leader_with(config(1, 3));
+    let payloads = vec![bytes::Bytes::from_static(b"command")];
+    zab.handle(Input::Append { payloads }, 10);
+    zab.handle(message(2, ack_of_one()), 11);
+    let actions = zab.handle(message(3, ack_of_one()), 11);
+    assert_eq!(zab.committed_position(), 1);
+    for follower in [2, 3] {
+        assert_eq!(
+            commits_sent_to(&actions, follower),
+            Vec::<u64>::new(),
+            "{actions:?}"
+        );
+    }
+}
+
+fn ack_of_one() -> Message {
+    Message::Ack {
+        link: link(1),
+        position: 1,
+    }
 }
 
 /// The commit positions `leader` announces on a tick at `now_ms`.
