@@ -53,7 +53,7 @@
 //!    durably (itself among them or not), a hop or a round trip before the leader's commit
 //!    announcement could reach it. The leader announces only what a follower cannot work out
 //!    from those three copies; should the other follower's word be lost, the follower is told
-//!    a tick later (or sooner, by the next proposal, which carries the commit position).
+//!    within two ticks (or sooner, by the next proposal, which carries the commit position).
 //!    A leader's own copy counts like any other, once durable; while its synchronized voting
 //!    followers, heard from lately, are a quorum by themselves it is not needed at all
 //!    (`own_copy_optional`), and the driver may make it durable later, and sooner once a

@@ -1531,7 +1531,7 @@ impl Zab {
     /// commit from that, its own log and the other follower's acknowledgements (sent to it
     /// too) a hop or a round trip sooner than our announcement could reach it: it is not
     /// announced what two of those three copies reach. Should the other follower's word be
-    /// lost, [`Zab::tell_owed_commit`] tells it a tick later. Others are told of each new
+    /// lost, [`Zab::tell_owed_commit`] tells it within two ticks. Others are told of each new
     /// commit position.
     fn announce(&mut self, leader: &mut Leader, commit_advanced: bool) {
         let (now_ms, durable, committed) = (self.now_ms, self.durable, self.committed);
