@@ -138,6 +138,9 @@ impl<S> ReplicaRecovered<S> {
 /// State the writer thread publishes and callers read.
 #[derive(Debug, Default)]
 struct Shared {
+    /// What one batch (one write and fdatasync) takes at most.
+    batch_entries_max: usize,
+    batch_bytes_max: usize,
     queued_entries: AtomicUsize,
     queued_bytes: AtomicUsize,
     entries_durable: AtomicU64,
@@ -160,9 +163,28 @@ impl Shared {
     /// Ends the writer's sync delay, or its next one if it is not in one.
     fn ask_sync(&self) {
         self.sync_asked.store(true, Ordering::Release);
+        self.wake_writer();
+    }
+
+    /// Wakes the writer if it waits out a sync delay, to look again at why it waits.
+    fn wake_writer(&self) {
         if let Some(writer) = self.writer.get() {
             writer.unpark();
         }
+    }
+
+    /// Whether `entries` entries of `bytes` payload bytes make a full batch.
+    fn fills_batch(&self, entries: usize, bytes: usize) -> bool {
+        entries >= self.batch_entries_max || bytes >= self.batch_bytes_max
+    }
+
+    /// Whether the queued appends, behind `taken` entries already off the queue, make a
+    /// full batch.
+    fn queue_fills_batch(&self, taken: usize) -> bool {
+        self.fills_batch(
+            taken + self.queued_entries.load(Ordering::Acquire),
+            self.queued_bytes.load(Ordering::Acquire),
+        )
     }
 
     fn release_queued(&self, entries: usize, bytes: usize) {
@@ -219,8 +241,6 @@ fn entries_bytes(entries: &[ReplicaEntry]) -> usize {
 pub struct ReplicaLog {
     wal_dir: PathBuf,
     entry_bytes_max: usize,
-    batch_entries_max: usize,
-    batch_bytes_max: usize,
     queue_entries_max: usize,
     queue_bytes_max: usize,
     order: Mutex<Order>,
@@ -261,6 +281,8 @@ impl ReplicaLog {
         } = read_snapshot_and_wal(&snapshots, &config.wal_dir, decode)?;
         let snapshot_position = snapshot.as_ref().map_or(0, |(position, _)| *position);
         let shared = Arc::new(Shared {
+            batch_entries_max: config.limits.batch_entries_max,
+            batch_bytes_max: config.limits.batch_bytes_max,
             fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
             ..Shared::default()
         });
@@ -298,8 +320,6 @@ impl ReplicaLog {
                 config.limits.segment_bytes_max,
             ),
             next_position: last_position + 1,
-            batch_entries_max: config.limits.batch_entries_max,
-            batch_bytes_max: config.limits.batch_bytes_max,
             queue: queue_rx,
             held_over: None,
             catching_up: false,
@@ -325,8 +345,6 @@ impl ReplicaLog {
         let log = ReplicaLog {
             wal_dir: config.wal_dir,
             entry_bytes_max: config.limits.entry_bytes_max,
-            batch_entries_max: config.limits.batch_entries_max,
-            batch_bytes_max: config.limits.batch_bytes_max,
             queue_entries_max: config.limits.queue_entries_max,
             queue_bytes_max: config.limits.queue_bytes_max,
             order: Mutex::new(Order {
@@ -405,13 +423,9 @@ impl ReplicaLog {
         match queue.try_send(Op::Append(entries)) {
             Ok(()) => {
                 order.last_queued = last;
-                if self.shared.queued_entries.load(Ordering::Acquire) >= self.batch_entries_max
-                    || self.shared.queued_bytes.load(Ordering::Acquire) >= self.batch_bytes_max
-                {
+                if self.shared.queue_fills_batch(0) {
                     // A full batch waits for no delay.
-                    if let Some(writer) = self.shared.writer.get() {
-                        writer.unpark();
-                    }
+                    self.shared.wake_writer();
                 }
                 Ok(())
             }
@@ -837,8 +851,6 @@ struct Written {
 struct Writer {
     segments: SegmentWriter,
     next_position: Position,
-    batch_entries_max: usize,
-    batch_bytes_max: usize,
     /// Declared before `durable` so that, when a failed writer is dropped, operations
     /// already fail by the time the consumer sees its channel end.
     queue: QueueReceiver<Op>,
@@ -905,7 +917,7 @@ impl Writer {
         let mut batch_entries = first.len();
         let mut batch_bytes = entries_bytes(&first);
         let mut batch = vec![first];
-        while batch_entries < self.batch_entries_max {
+        while batch_entries < self.shared.batch_entries_max {
             let op = match self.queue.try_recv() {
                 Ok(op) => op,
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
@@ -916,8 +928,8 @@ impl Writer {
             };
             let bytes = entries_bytes(&entries);
             self.shared.release_queued(entries.len(), bytes);
-            if batch_entries + entries.len() > self.batch_entries_max
-                || batch_bytes + bytes > self.batch_bytes_max
+            if batch_entries + entries.len() > self.shared.batch_entries_max
+                || batch_bytes + bytes > self.shared.batch_bytes_max
             {
                 self.held_over = Some(Op::Append(entries));
                 break;
@@ -939,8 +951,7 @@ impl Writer {
         let batch = self.gather_batch(first);
         let written = self.write_batch(batch)?;
         self.catching_up = matches!(self.held_over, Some(Op::Append(_)))
-            || written.entries >= self.batch_entries_max
-            || written.bytes >= self.batch_bytes_max;
+            || self.shared.fills_batch(written.entries, written.bytes);
         self.report_durable(written);
         Ok(())
     }
@@ -951,9 +962,7 @@ impl Writer {
         let deadline = Instant::now() + delay;
         loop {
             if self.shared.sync_asked.swap(false, Ordering::AcqRel)
-                || taken + self.shared.queued_entries.load(Ordering::Acquire)
-                    >= self.batch_entries_max
-                || self.shared.queued_bytes.load(Ordering::Acquire) >= self.batch_bytes_max
+                || self.shared.queue_fills_batch(taken)
             {
                 return;
             }

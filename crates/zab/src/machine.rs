@@ -236,6 +236,20 @@ fn voting_followers<'a>(
         .map(|(id, peer)| (*id, peer))
 }
 
+/// How far a quorum of durable copies reaches among a leader's synchronized voting followers
+/// and its own log, durable through `own` (the commit rule, or what it would give).
+fn reached_with_own_copy(
+    config: &Config,
+    peers: &BTreeMap<ServerId, Peer>,
+    own: Position,
+) -> Option<Position> {
+    let mut copies: Vec<Position> = voting_followers(config, peers)
+        .map(|(_, peer)| peer.acked)
+        .collect();
+    copies.push(own);
+    reached_by_quorum(&mut copies, config.quorum_size())
+}
+
 /// How long a sender waits for a sign of progress before it sends `bytes` again, after
 /// `resends` resends without one: `heartbeats_min` heartbeats, and one more for every
 /// [`RESEND_BYTES_PER_HEARTBEAT`]; then twice as long each time, up to 16 times. Over TCP a
@@ -465,11 +479,7 @@ impl Zab {
         if leader.stage != LeaderStage::Broadcast || self.durable >= last {
             return false;
         }
-        let mut copies: Vec<Position> = voting_followers(&self.config, &leader.peers)
-            .map(|(_, peer)| peer.acked)
-            .collect();
-        copies.push(last);
-        reached_by_quorum(&mut copies, self.config.quorum_size())
+        reached_with_own_copy(&self.config, &leader.peers, last)
             .is_some_and(|commit| commit > self.committed)
     }
 
@@ -1494,11 +1504,8 @@ impl Zab {
             if !matches!(leader.stage, LeaderStage::Syncing | LeaderStage::Broadcast) {
                 return;
             }
-            let mut acked: Vec<Position> = voting_followers(&zab.config, &leader.peers)
-                .map(|(_, peer)| peer.acked)
-                .collect();
-            acked.push(zab.durable);
-            let Some(commit) = reached_by_quorum(&mut acked, zab.config.quorum_size()) else {
+            let Some(commit) = reached_with_own_copy(&zab.config, &leader.peers, zab.durable)
+            else {
                 return;
             };
             if leader.stage == LeaderStage::Syncing {
