@@ -301,11 +301,8 @@ pub(crate) struct ActiveSegment {
 }
 
 impl ActiveSegment {
-    /// Continues the recovered last segment when the next entry belongs at its end and no
-    /// recycled file waits; otherwise (an empty WAL, one that ends before the snapshot, or a
-    /// recycled file to write into) starts a new one. Recovery cut the last segment back to
-    /// its records, freeing the blocks after them: writing on there would make every
-    /// fdatasync journal the file's growth until the segment is full.
+    /// Continues the recovered last segment when the next entry belongs at its end;
+    /// otherwise (an empty WAL, or one that ends before the snapshot) starts a new one.
     pub fn open_or_create(
         wal_dir: &Path,
         last_segment: Option<LastSegment>,
@@ -313,9 +310,7 @@ impl ActiveSegment {
         stats: &FsyncStats,
     ) -> Result<Self, LogError> {
         match last_segment {
-            Some(last)
-                if last.next_position == next_position && recycled_files(wal_dir)?.is_empty() =>
-            {
+            Some(last) if last.next_position == next_position => {
                 Self::open_existing(wal_dir, last.first_position, last.valid_bytes)
             }
             _ => Self::create(wal_dir, next_position, stats),
@@ -348,7 +343,7 @@ impl ActiveSegment {
     }
 
     /// A new segment at `first_position`: a recycled file when there is one, written over
-    /// from its start (replacing an empty segment of that name), else a new file.
+    /// from its start, else a new file.
     pub fn create(
         wal_dir: &Path,
         first_position: Position,

@@ -480,43 +480,6 @@ fn new_segments_reuse_purged_ones_and_recover_without_their_old_records() {
 }
 
 #[test]
-fn a_restart_writes_on_in_a_recycled_file_not_after_the_records_recovery_cut_back_to() {
-    let root = tempfile::tempdir().unwrap();
-    let (config, log, mut durable) = sixty_entries_in_small_segments(root.path());
-    save_snapshots(&log, &[20, 40, 55]);
-    log.append(entries(61, 2, 1)).unwrap();
-    wait_durable(&mut durable, 62);
-    let recycled = recycled_files(&config.wal_dir);
-    assert_eq!(recycled.len(), 2);
-    let recycled_bytes = fs::metadata(&recycled[0]).unwrap().len();
-    let last_before = segment_files(&config.wal_dir).pop().unwrap();
-    drop(log);
-
-    let (log, recovered, mut durable) = open(&config);
-    assert_eq!(recovered.entries, entries(56, 7, 1));
-    assert_eq!(recycled_files(&config.wal_dir).len(), 1);
-    let new_segment = config.wal_dir.join("segment-000000000000003f.wal");
-    assert_eq!(
-        segment_files(&config.wal_dir).pop(),
-        Some(new_segment.clone()),
-        "entries after 62 start a segment of their own"
-    );
-    assert_eq!(
-        fs::metadata(&new_segment).unwrap().len(),
-        recycled_bytes,
-        "the recycled file, written over from its start"
-    );
-    assert!(last_before.exists(), "the cut segment keeps its records");
-    log.append(entries(63, 3, 2)).unwrap();
-    wait_durable(&mut durable, 65);
-    drop(log);
-    let (_, recovered, _) = open(&config);
-    let mut expected = entries(56, 7, 1);
-    expected.extend(entries(63, 3, 2));
-    assert_eq!(recovered.entries, expected);
-}
-
-#[test]
 fn epochs_persist_and_damage_refuses_to_start() {
     let root = tempfile::tempdir().unwrap();
     let config = config(root.path());
