@@ -22,7 +22,7 @@ mod stats;
 mod workloads;
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +39,10 @@ const COMPARED: [ServerKind; 2] = [ServerKind::Zoolog, ServerKind::Apache];
 const TARGET_LABEL: &str = "target";
 /// Exit code after Ctrl-C, as a shell reports SIGINT.
 const INTERRUPTED_EXIT_CODE: u8 = 130;
+/// In the results folder: every line the run printed (rounds, leader-kill trials, errors).
+const CONSOLE_FILE: &str = "console.txt";
+/// In the results folder: the end of each ensemble member's log, per server kind and round.
+const LOGS_DIR: &str = "logs";
 
 /// Runs `zoolog bench` with `args`, on a runtime from `runtime_builder` (given the number of
 /// client threads: the binary's one builder serves its server and this client alike).
@@ -88,6 +92,7 @@ async fn bench(options: Options) -> ExitCode {
         }
         let run = Run {
             round,
+            out_dir: &out_dir,
             options: &options,
             interrupt: &interrupt,
             progress: &progress,
@@ -96,7 +101,8 @@ async fn bench(options: Options) -> ExitCode {
     }
     progress.finish();
     ctrl_c.abort();
-    let written = write_results(&out_dir, &options, &settings, &results);
+    let written = write_results(&out_dir, &options, &settings, &results)
+        .and_then(|()| std::fs::write(out_dir.join(CONSOLE_FILE), progress.printed()));
     if let Err(error) = written {
         eprintln!("zoolog bench: cannot write the results: {error}");
         return ExitCode::FAILURE;
@@ -130,6 +136,7 @@ struct Target<'a> {
 /// when the benchmark starts them.
 struct Run<'a> {
     round: usize,
+    out_dir: &'a Path,
     options: &'a Options,
     interrupt: &'a Signal,
     progress: &'a Progress,
@@ -228,6 +235,13 @@ impl Run<'_> {
         };
         let succeeded = self.measure(target, results).await;
         ensemble.stop_all();
+        let prefix = format!("{}-round{}", kind.label(), self.round);
+        if let Err(error) = ensemble.keep_logs(&self.out_dir.join(LOGS_DIR), &prefix) {
+            self.progress.println(format!(
+                "zoolog bench: cannot keep the {} servers' logs: {error}",
+                kind.label()
+            ));
+        }
         succeeded
     }
 
@@ -420,6 +434,20 @@ fn default_out_dir() -> PathBuf {
     PathBuf::from("bench-results").join(utc_timestamp(now_s))
 }
 
+/// `HH:MM:SS.ffffffZ`, the time of day of `at` in UTC as the servers' logs print it, so that
+/// an event the benchmark reports can be found in them.
+pub(crate) fn utc_time_of_day(at: SystemTime) -> String {
+    let since_epoch = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let second_of_day = since_epoch.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:06}Z",
+        second_of_day / 3600,
+        second_of_day % 3600 / 60,
+        second_of_day % 60,
+        since_epoch.subsec_micros()
+    )
+}
+
 /// `YYYYMMDDTHHMMSSZ` for seconds since the Unix epoch.
 fn utc_timestamp(unix_s: u64) -> String {
     let (days, second_of_day) = (unix_s / 86_400, unix_s % 86_400);
@@ -470,6 +498,8 @@ mod tests {
         assert_eq!(utc_timestamp(951_782_400), "20000229T000000Z");
         assert_eq!(utc_timestamp(1_763_757_296), "20251121T203456Z");
         assert_eq!(utc_timestamp(1_767_225_599), "20251231T235959Z");
+        let at = UNIX_EPOCH + std::time::Duration::from_micros(1_767_225_599_000_042);
+        assert_eq!(utc_time_of_day(at), "23:59:59.000042Z");
     }
 
     #[test]

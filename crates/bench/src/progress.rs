@@ -2,6 +2,7 @@
 //! live rate. indicatif hides it when stderr is not a terminal.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -11,11 +12,15 @@ use tokio::time::Instant;
 use crate::control::Window;
 
 const REDRAW_PERIOD: Duration = Duration::from_millis(200);
+/// Printed lines kept for [`Progress::printed`]; later ones are only printed. A run prints a
+/// few per round and one per leader-kill trial.
+const KEPT_LINES_MAX: usize = 100_000;
 
 pub struct Progress {
     bar: ProgressBar,
     /// Planned milliseconds of the points already started.
     started_ms: AtomicU64,
+    printed: Mutex<Vec<String>>,
 }
 
 /// The redraw task of the point being measured; moves the bar to the point's end when finished.
@@ -37,6 +42,7 @@ impl Progress {
         Progress {
             bar,
             started_ms: AtomicU64::new(0),
+            printed: Mutex::new(Vec::new()),
         }
     }
 
@@ -65,13 +71,24 @@ impl Progress {
         }
     }
 
-    /// Prints a line above the bar (or plainly when the bar is hidden).
+    /// Prints a line above the bar (or plainly when the bar is hidden), and keeps it.
     pub fn println(&self, line: impl AsRef<str>) {
+        let line = line.as_ref();
         if self.bar.is_hidden() {
-            eprintln!("{}", line.as_ref());
+            eprintln!("{line}");
         } else {
             self.bar.println(line);
         }
+        let mut printed = self.printed.lock().expect("no panics while holding it");
+        if printed.len() < KEPT_LINES_MAX {
+            printed.push(line.to_string());
+        }
+    }
+
+    /// Every line printed so far (up to [`KEPT_LINES_MAX`]), one per line.
+    pub fn printed(&self) -> String {
+        let printed = self.printed.lock().expect("no panics while holding it");
+        printed.iter().map(|line| format!("{line}\n")).collect()
     }
 
     pub fn finish(&self) {
@@ -88,4 +105,20 @@ impl PointProgress {
 
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_lines_are_kept_in_order() {
+        let progress = Progress::new(Duration::from_secs(1));
+        progress.println("round 1 of 2");
+        progress.println(String::from("trial 1: first write after 30.1 ms"));
+        assert_eq!(
+            progress.printed(),
+            "round 1 of 2\ntrial 1: first write after 30.1 ms\n"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 //! data is thrown away) when the handle is dropped.
 
 use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -306,6 +307,9 @@ impl Member {
         self.dir.join("zoo.cfg")
     }
 }
+
+/// The most of one member's log [`Ensemble::keep_logs`] keeps: its end.
+const KEPT_LOG_BYTES: u64 = 4 << 20;
 
 /// A replicated ensemble of real server processes on 127.0.0.1: `participants` voting members
 /// (ids 1..=participants) and `observers` (the ids after them), each with free client, quorum
@@ -685,6 +689,26 @@ impl Ensemble {
         }
     }
 
+    /// Copies the end of every member's `server.log` (at most [`KEPT_LOG_BYTES`]) into `dir`
+    /// as `<prefix>-server.<id>.log`, so that a run's results keep what the servers said
+    /// after their temp dirs are gone.
+    pub fn keep_logs(&self, dir: &Path, prefix: &str) -> std::io::Result<()> {
+        fs::create_dir_all(dir)?;
+        for member in &self.members {
+            let mut log = match File::open(member.dir.join("server.log")) {
+                Ok(log) => log,
+                // Never started.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            let length = log.metadata()?.len();
+            log.seek(SeekFrom::Start(length.saturating_sub(KEPT_LOG_BYTES)))?;
+            let mut kept = File::create(dir.join(format!("{prefix}-server.{}.log", member.id)))?;
+            std::io::copy(&mut log.take(KEPT_LOG_BYTES), &mut kept)?;
+        }
+        Ok(())
+    }
+
     pub fn log_tail(&self, id: u32, lines: usize) -> String {
         let Ok(member) = self.member(id) else {
             return String::new();
@@ -761,7 +785,29 @@ pub async fn srvr_mode(port: u16) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_jars_exist;
+    use super::{check_jars_exist, Ensemble, ServerKind, KEPT_LOG_BYTES};
+
+    #[test]
+    fn kept_logs_are_each_members_end_and_skip_members_never_started() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ensemble =
+            Ensemble::create(ServerKind::Zoolog, 3, 0, Some(dir.path())).expect("configs");
+        let members = ensemble.members();
+        std::fs::write(members[0].dir.join("server.log"), b"short log\n").expect("write");
+        let mut long = vec![b'x'; KEPT_LOG_BYTES as usize];
+        long.extend_from_slice(b"the end\n");
+        std::fs::write(members[1].dir.join("server.log"), &long).expect("write");
+        let kept_dir = dir.path().join("kept");
+        ensemble
+            .keep_logs(&kept_dir, "zoolog-round1")
+            .expect("kept");
+        let kept = |id: u32| std::fs::read(kept_dir.join(format!("zoolog-round1-server.{id}.log")));
+        assert_eq!(kept(1).expect("member 1"), b"short log\n");
+        let long_kept = kept(2).expect("member 2");
+        assert_eq!(long_kept.len() as u64, KEPT_LOG_BYTES);
+        assert!(long_kept.ends_with(b"the end\n"));
+        assert!(kept(3).is_err(), "member 3 never started");
+    }
 
     #[test]
     fn a_class_path_with_a_missing_jar_is_refused_by_name() {

@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -23,6 +23,7 @@ use super::{create_if_absent, Context, SESSION_TIMEOUT_MS};
 use crate::control::Window;
 use crate::servers::{Ensemble, QUORUM_TIMEOUT};
 use crate::stats::{LatencyHistogram, LatencySummary, Measurement, Workload};
+use crate::utc_time_of_day;
 
 /// Writer sessions per server.
 const WRITERS_PER_SERVER: usize = 2;
@@ -45,6 +46,8 @@ struct Trial {
     /// The completion of the first successful write sent after the kill, and whether a probe
     /// (a fresh session) made it.
     first_write: Mutex<Option<(Instant, bool)>>,
+    /// When the first probe session opened: a survivor served again.
+    first_session: Mutex<Option<Instant>>,
     stop: AtomicBool,
     writes_ok: AtomicU64,
 }
@@ -59,6 +62,47 @@ impl Trial {
                 *first = Some((now, by_probe));
             }
         }
+    }
+
+    fn session_opened(&self) {
+        let now = Instant::now();
+        let mut first = self.first_session.lock().expect("no panics");
+        if first.is_none_or(|at| now < at) {
+            *first = Some(now);
+        }
+    }
+}
+
+/// What one trial saw.
+struct TrialOutcome {
+    killed_leader: u32,
+    /// The kill by the wall clock, to find the trial in the servers' logs.
+    killed_wall: SystemTime,
+    to_first_write: Duration,
+    /// Whether a probe's fresh session made the first write, rather than an open session.
+    by_probe: bool,
+    to_first_session: Option<Duration>,
+}
+
+impl TrialOutcome {
+    fn describe(&self) -> String {
+        let session = self.to_first_session.map_or(String::new(), |elapsed| {
+            format!(
+                "; a new session after {:.1} ms",
+                elapsed.as_secs_f64() * 1000.0
+            )
+        });
+        format!(
+            "killed leader server.{} at {}{session}; first write after {:.1} ms ({})",
+            self.killed_leader,
+            utc_time_of_day(self.killed_wall),
+            self.to_first_write.as_secs_f64() * 1000.0,
+            if self.by_probe {
+                "a new session"
+            } else {
+                "an open session"
+            }
+        )
     }
 }
 
@@ -100,18 +144,12 @@ pub async fn run(
         let outcome = one_trial(context, ensemble, &nodes, &probe_node, &value).await;
         progress.finish();
         match outcome {
-            Ok((leader, elapsed, by_probe)) => {
-                unavailability.record(elapsed);
+            Ok(outcome) => {
+                unavailability.record(outcome.to_first_write);
                 context.progress.println(format!(
-                    "{} leader-kill {point}: killed leader server.{leader}; first write after \
-                     {:.1} ms ({})",
+                    "{} leader-kill {point}: {}",
                     context.server,
-                    elapsed.as_secs_f64() * 1000.0,
-                    if by_probe {
-                        "a new session"
-                    } else {
-                        "an open session"
-                    }
+                    outcome.describe()
                 ));
             }
             Err(error) => {
@@ -170,19 +208,19 @@ async fn restore(ensemble: &Ensemble) -> Result<(), String> {
     ensemble.wait_quorum(QUORUM_TIMEOUT).await.map(drop)
 }
 
-/// One kill: returns the killed leader, the time from the kill to the first successful write,
-/// and whether a probe made it.
+/// One kill, and what followed until the first successful write.
 async fn one_trial(
     context: &Context<'_>,
     ensemble: &Ensemble,
     nodes: &[String],
     probe_node: &str,
     value: &Arc<Vec<u8>>,
-) -> Result<(u32, Duration, bool), String> {
+) -> Result<TrialOutcome, String> {
     let leader = ensemble.wait_quorum(QUORUM_TIMEOUT).await?;
     let trial = Arc::new(Trial {
         killed_at: Mutex::new(None),
         first_write: Mutex::new(None),
+        first_session: Mutex::new(None),
         stop: AtomicBool::new(false),
         writes_ok: AtomicU64::new(0),
     });
@@ -205,6 +243,7 @@ async fn one_trial(
         trial.stop.store(true, Ordering::Relaxed);
         return Err("no write succeeded before the kill".into());
     }
+    let killed_wall = SystemTime::now();
     *trial.killed_at.lock().expect("no panics") = Some(Instant::now());
     let killed_at = trial
         .killed_at
@@ -222,7 +261,14 @@ async fn one_trial(
     let mut next_probe = Instant::now();
     let outcome = loop {
         if let Some((at, by_probe)) = *trial.first_write.lock().expect("no panics") {
-            break Ok((leader, at - killed_at, by_probe));
+            let first_session = *trial.first_session.lock().expect("no panics");
+            break Ok(TrialOutcome {
+                killed_leader: leader,
+                killed_wall,
+                to_first_write: at - killed_at,
+                by_probe,
+                to_first_session: first_session.map(|opened| opened - killed_at),
+            });
         }
         if Instant::now() > deadline || context.interrupt.is_set() {
             break Err(format!(
@@ -292,6 +338,7 @@ async fn probe(hosts: String, node: String, value: Arc<Vec<u8>>, trial: Arc<Tria
     let Ok(client) = Client::connect(&hosts, probe_options()).await else {
         return;
     };
+    trial.session_opened();
     if client.set_data(&node, Some(&value), None).await.is_ok() {
         trial.succeeded(started, true);
     }
