@@ -5,7 +5,7 @@
 //! that the leader's history dominates its quorum's); it is what makes the ensemble pick the
 //! server with the newest history quickly, so that discovery usually succeeds first time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::message::{Attempt, PeerState, Vote};
 use crate::{Config, Epoch, ServerId};
@@ -35,11 +35,28 @@ pub(crate) struct Introduction {
     pub attempt: Attempt,
 }
 
+/// Who can vote in time: the configuration's participants but the peers whose connection is
+/// down (`unreachable`, until a message from them comes in).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Voters<'a> {
+    pub config: &'a Config,
+    pub unreachable: &'a BTreeSet<ServerId>,
+}
+
+impl Voters<'_> {
+    fn count(&self) -> usize {
+        self.config
+            .participants()
+            .filter(|id| *id == self.config.me || !self.unreachable.contains(id))
+            .count()
+    }
+}
+
 /// What a looking server should do after an election event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Undecided,
-    /// Broadcast this server's (changed) vote.
+    /// Broadcast this server's (changed) vote, then see whether it is decided.
     Rebroadcast,
     /// Follow (or, if it is this server, lead) `leader`.
     Decided {
@@ -72,7 +89,7 @@ impl Election {
     /// round starts from.
     pub fn receive_vote(
         &mut self,
-        config: &Config,
+        voters: Voters<'_>,
         from: ServerId,
         round: u64,
         vote: Vote,
@@ -97,10 +114,12 @@ impl Election {
             }
         }
         self.votes.insert(from, vote);
-        match self.decide(config, now_ms) {
-            Outcome::Undecided if changed => Outcome::Rebroadcast,
-            outcome => outcome,
+        if changed {
+            // The peers hear of the change before this server decides: one that has no other
+            // voter but this one (its quorum's other member is down) waits for it.
+            return Outcome::Rebroadcast;
         }
+        self.decide(voters, now_ms)
     }
 
     /// A report from a server that is not looking: it follows or leads `leader` in `epoch`.
@@ -130,12 +149,19 @@ impl Election {
         Outcome::Undecided
     }
 
-    /// Called on every tick: decides once the finalize wait has passed.
-    pub fn poll(&mut self, config: &Config, now_ms: u64) -> Outcome {
-        self.decide(config, now_ms)
+    /// Called on every tick and when a peer's connection goes down: decides once the
+    /// finalize wait has passed, or at once when it need not be waited out.
+    pub fn poll(&mut self, voters: Voters<'_>, now_ms: u64) -> Outcome {
+        self.decide(voters, now_ms)
     }
 
-    fn decide(&mut self, config: &Config, now_ms: u64) -> Outcome {
+    /// Decides for this server's vote once a quorum supports it and either every participant
+    /// that can still vote does, or the finalize wait (for a better vote still on its way) has
+    /// passed. A participant whose connection is down cannot vote in time: without leaving
+    /// it out, a quorum that lost its leader always waited out the finalize wait for the dead
+    /// leader's vote. Deciding early is safe: election only proposes (see the module docs).
+    fn decide(&mut self, voters: Voters<'_>, now_ms: u64) -> Outcome {
+        let config = voters.config;
         let Some(mine) = self.vote else {
             return Outcome::Undecided;
         };
@@ -148,7 +174,7 @@ impl Election {
             return Outcome::Undecided;
         }
         let since = *self.quorum_since_ms.get_or_insert(now_ms);
-        let everyone_voted = supporters == config.participants().count();
+        let everyone_voted = supporters == voters.count();
         if everyone_voted || now_ms >= since + config.election_finalize_ms {
             return Outcome::Decided {
                 leader: mine.leader,

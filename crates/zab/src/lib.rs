@@ -141,7 +141,9 @@ pub struct Config {
     /// discovery messages this often until its leader answers.
     pub election_retry_ms: u64,
     /// Once a quorum agrees on a vote, a looking server waits this long for a better vote
-    /// before it decides (ZooKeeper's finalizeWait), unless every participant has voted.
+    /// before it decides (ZooKeeper's finalizeWait), unless every participant has voted for
+    /// it but those whose connection is down (`Input::PeerDisconnected`, until they are
+    /// heard from again).
     pub election_finalize_ms: u64,
     /// The leader sends a heartbeat (the commit position) to each learner this often, and
     /// retransmits what a learner has not acknowledged within it; a `NewLeader` (a learner's

@@ -1,11 +1,11 @@
 //! The state machine: one server's view of the ensemble, driven by [`Zab::handle`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
 use crate::commands::{AppendCapacity, CommandQueue};
-use crate::election::{Election, Introduction, Outcome};
+use crate::election::{Election, Introduction, Outcome, Voters};
 use crate::history::History;
 use crate::message::{Attempt, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote};
 use crate::sync::{plan, LearnerLog, SyncPlan};
@@ -38,6 +38,9 @@ pub struct Zab {
     pending_appends: VecDeque<(Position, Epoch, Position)>,
     /// When this server, not established, last answered each peer's looking vote.
     vote_answers_ms: BTreeMap<ServerId, u64>,
+    /// Peers whose connection went down and that have sent nothing since: an election does
+    /// not wait for their votes.
+    unreachable_peers: BTreeSet<ServerId>,
     learner_syncs: LearnerSyncs,
     now_ms: u64,
     out: Vec<Action>,
@@ -363,6 +366,7 @@ impl Zab {
         let mut zab = Zab {
             pending_appends: VecDeque::new(),
             vote_answers_ms: BTreeMap::new(),
+            unreachable_peers: BTreeSet::new(),
             learner_syncs: LearnerSyncs::default(),
             durable: history.last_position(),
             committed: recovered.snapshot_position,
@@ -588,7 +592,13 @@ impl Zab {
 
     fn poll_election(&mut self) {
         let outcome = match &mut self.phase {
-            Phase::Looking(election) => election.poll(&self.config, self.now_ms),
+            Phase::Looking(election) => {
+                let voters = Voters {
+                    config: &self.config,
+                    unreachable: &self.unreachable_peers,
+                };
+                election.poll(voters, self.now_ms)
+            }
             _ => return,
         };
         self.follow_outcome(outcome);
@@ -597,7 +607,10 @@ impl Zab {
     fn follow_outcome(&mut self, outcome: Outcome) {
         match outcome {
             Outcome::Undecided => {}
-            Outcome::Rebroadcast => self.broadcast_vote(),
+            Outcome::Rebroadcast => {
+                self.broadcast_vote();
+                self.poll_election();
+            }
             Outcome::Decided { leader } => {
                 let (final_vote, introductions) = match &mut self.phase {
                     Phase::Looking(election) => {
@@ -700,6 +713,7 @@ impl Zab {
         if from == self.config.me || !self.config.members.contains_key(&from) {
             return;
         }
+        self.unreachable_peers.remove(&from);
         if let (Message::Ack { link, position }, Phase::Learning(_)) = (&message, &self.phase) {
             self.learner_follower_ack(from, link.epoch, *position);
             return;
@@ -827,8 +841,12 @@ impl Zab {
             let outcome = match state {
                 PeerState::Looking if participant => {
                     let behind = round < election.round;
+                    let voters = Voters {
+                        config: &self.config,
+                        unreachable: &self.unreachable_peers,
+                    };
                     let outcome =
-                        election.receive_vote(&self.config, from, round, vote, own, self.now_ms);
+                        election.receive_vote(voters, from, round, vote, own, self.now_ms);
                     if behind {
                         let message = self.looking_vote_message();
                         self.send(from, message);
@@ -920,10 +938,12 @@ impl Zab {
     }
 
     fn peer_disconnected(&mut self, peer: ServerId) {
-        if let Phase::Learning(learner) = &self.phase {
-            if learner.leader == peer {
-                self.look();
-            }
+        self.unreachable_peers.insert(peer);
+        match &self.phase {
+            Phase::Learning(learner) if learner.leader == peer => self.look(),
+            // Its vote may have been the one awaited.
+            Phase::Looking(_) => self.poll_election(),
+            _ => {}
         }
     }
 
