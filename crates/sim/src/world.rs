@@ -131,6 +131,10 @@ pub(crate) struct World {
     quiesce: bool,
     faults_end: u64,
     liveness_us: u64,
+    /// A participant the liveness phase leaves crashed (some seeds, zab mode): the others
+    /// must converge without it, as an ensemble that lost a member for good does.
+    left_down: Option<usize>,
+    leave_one_down: bool,
     deadline: u64,
     post_heal_acked: u64,
     crashes: u64,
@@ -259,6 +263,8 @@ impl World {
             quiesce: false,
             faults_end: faults_ms * 1_000,
             liveness_us: options.liveness_ms * 1_000,
+            left_down: None,
+            leave_one_down: options.leave_one_down,
             deadline: u64::MAX,
             post_heal_acked: 0,
             crashes: 0,
@@ -336,7 +342,7 @@ impl World {
         }
         self.checker.finish()?;
         let len = self.checker.sequence.len() as u64;
-        for node in &self.nodes {
+        for node in self.running_to_the_end() {
             if node.machine.applied != len || node.machine.hash != self.checker.hashes[len as usize]
             {
                 return Err(format!(
@@ -1059,15 +1065,52 @@ impl World {
         self.net.config.loss_p = 0.0;
         self.net.config.duplicate_p = 0.0;
         self.net.config.tail_p = 0.0;
+        self.left_down = self.choose_left_down();
         for idx in 0..self.nodes.len() {
             self.resume(idx)?;
-            if !self.nodes[idx].is_up() {
+            if Some(idx) == self.left_down {
+                self.log(Some(idx), || "LEFT DOWN for the liveness phase".into());
+                self.crash(idx);
+                self.nodes[idx].restart_at = None;
+            } else if !self.nodes[idx].is_up() {
                 self.start(idx)?;
             }
         }
         self.deadline = self.now + self.liveness_us;
         self.at(10_000, Event::Check);
         Ok(())
+    }
+
+    /// With [`Options::leave_one_down`], in zab mode with at least three participants, one
+    /// seed in four leaves one down for the liveness phase: the leader when there is one (the
+    /// failover every deployment meets), else any participant.
+    fn choose_left_down(&mut self) -> Option<usize> {
+        let participants: Vec<usize> = (0..self.nodes.len())
+            .filter(|idx| !self.nodes[*idx].observer)
+            .collect();
+        if !self.leave_one_down
+            || self.zk.is_some()
+            || participants.len() < 3
+            || !self.rng.chance(0.25)
+        {
+            return None;
+        }
+        let leader = self.leader().filter(|idx| !self.nodes[*idx].observer);
+        Some(
+            leader.unwrap_or_else(|| {
+                participants[self.rng.below(participants.len() as u64) as usize]
+            }),
+        )
+    }
+
+    /// Every server but the one left down for the liveness phase.
+    fn running_to_the_end(&self) -> impl Iterator<Item = &Node> {
+        let left_down = self.left_down;
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(move |(idx, _)| Some(*idx) != left_down)
+            .map(|(_, node)| node)
     }
 
     fn check_liveness(&mut self) -> Result<(), String> {
@@ -1097,7 +1140,7 @@ impl World {
             return false;
         };
         let leader_id = self.nodes[leader].id;
-        let all_follow = self.nodes.iter().all(|n| {
+        let all_follow = self.running_to_the_end().all(|n| {
             n.is_up()
                 && matches!(n.status, Status::Serving { leader: l, epoch: e, .. } if l == leader_id && e == epoch)
         });
@@ -1122,7 +1165,7 @@ impl World {
             .unwrap()
             .last_logged_position();
         logged == len
-            && self.nodes.iter().all(|n| {
+            && self.running_to_the_end().all(|n| {
                 n.machine.applied == len && n.zab.as_ref().unwrap().delivered_position() == len
             })
     }
