@@ -8,8 +8,8 @@
 //! a batch of actions, or stopping for a while (as SIGSTOP or a long pause would: their
 //! inputs wait, in order, until they resume). A fault phase is followed by a liveness phase:
 //! everything heals and restarts, and the ensemble must elect a leader, acknowledge new
-//! commands and converge (with [`Options::leave_one_down`], some seeds leave one participant
-//! down, and the others must converge without it).
+//! commands and converge; in zab mode a quarter of the seeds leave one participant (the
+//! leader, if there is one) down, and the others must converge without it.
 //! The checkers are described in [`checker`].
 //!
 //! That is [`Mode::Zab`]. In [`Mode::Core`] each server also runs the real front end
@@ -75,11 +75,6 @@ pub struct Options {
     pub liveness_ms: u64,
     /// Force a mode (default: [`Mode::for_seed`]).
     pub mode: Option<Mode>,
-    /// In zab mode, leave one participant (the leader if there is one) down for the liveness
-    /// phase on a quarter of the seeds: the others must converge without it. Off by default:
-    /// about 0.3% of such seeds do not converge (an election keeps choosing the member that
-    /// is down; see bench/README, twenty-sixth session), which is not fixed yet.
-    pub leave_one_down: bool,
 }
 
 impl Default for Options {
@@ -89,7 +84,6 @@ impl Default for Options {
             faults_ms: None,
             liveness_ms: 10_000,
             mode: None,
-            leave_one_down: false,
         }
     }
 }
@@ -106,9 +100,6 @@ impl Options {
         }
         if self.liveness_ms != Options::default().liveness_ms {
             command.push_str(&format!(" --liveness-ms {}", self.liveness_ms));
-        }
-        if self.leave_one_down {
-            command.push_str(" --leave-one-down");
         }
         command
     }

@@ -4,8 +4,6 @@
 //! - `--seed S [--trace]`: one seed, with every event printed when tracing.
 //! - `--faults-ms MS`, `--liveness-ms MS`: override the phase lengths.
 //! - `--mode zab|core`: force a mode (default: even seeds zab, odd seeds core).
-//! - `--leave-one-down`: leave one participant down for the liveness phase on some seeds
-//!   (see [`Options::leave_one_down`]).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -31,7 +29,6 @@ fn main() -> ExitCode {
             "--faults-ms" => options.faults_ms = Some(value("--faults-ms")),
             "--liveness-ms" => options.liveness_ms = value("--liveness-ms"),
             "--trace" => options.trace = true,
-            "--leave-one-down" => options.leave_one_down = true,
             "--mode" => {
                 options.mode = match args.next().as_deref() {
                     Some("zab") => Some(Mode::Zab),
@@ -43,7 +40,7 @@ fn main() -> ExitCode {
                 }
             }
             other => {
-                eprintln!("unknown argument {other}; usage: zoolog-sim (--seed S [--trace] | --seeds N [--from S]) [--mode zab|core] [--faults-ms MS] [--liveness-ms MS] [--leave-one-down]");
+                eprintln!("unknown argument {other}; usage: zoolog-sim (--seed S [--trace] | --seeds N [--from S]) [--mode zab|core] [--faults-ms MS] [--liveness-ms MS]");
                 return ExitCode::from(2);
             }
         }

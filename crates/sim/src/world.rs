@@ -134,7 +134,6 @@ pub(crate) struct World {
     /// A participant the liveness phase leaves crashed (some seeds, zab mode): the others
     /// must converge without it, as an ensemble that lost a member for good does.
     left_down: Option<usize>,
-    leave_one_down: bool,
     deadline: u64,
     post_heal_acked: u64,
     crashes: u64,
@@ -264,7 +263,6 @@ impl World {
             faults_end: faults_ms * 1_000,
             liveness_us: options.liveness_ms * 1_000,
             left_down: None,
-            leave_one_down: options.leave_one_down,
             deadline: u64::MAX,
             post_heal_acked: 0,
             crashes: 0,
@@ -1081,18 +1079,14 @@ impl World {
         Ok(())
     }
 
-    /// With [`Options::leave_one_down`], in zab mode with at least three participants, one
-    /// seed in four leaves one down for the liveness phase: the leader when there is one (the
-    /// failover every deployment meets), else any participant.
+    /// In zab mode with at least three participants, one seed in four leaves one down for
+    /// the liveness phase: the leader when there is one (the failover every deployment
+    /// meets), else any participant.
     fn choose_left_down(&mut self) -> Option<usize> {
         let participants: Vec<usize> = (0..self.nodes.len())
             .filter(|idx| !self.nodes[*idx].observer)
             .collect();
-        if !self.leave_one_down
-            || self.zk.is_some()
-            || participants.len() < 3
-            || !self.rng.chance(0.25)
-        {
+        if self.zk.is_some() || participants.len() < 3 || !self.rng.chance(0.25) {
             return None;
         }
         let leader = self.leader().filter(|idx| !self.nodes[*idx].observer);

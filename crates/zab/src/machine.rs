@@ -70,6 +70,13 @@ struct Learner {
     /// The vote that made this server follow `leader`, answered to looking servers until
     /// the leader is established, so that the leader can complete its own election.
     final_vote: Option<Vote>,
+    /// Whether anything came from `leader` since this server chose it. Until then looking
+    /// servers are answered with this server's own candidacy instead of the final vote: a
+    /// learner that keeps trying a leader that is gone must not keep offering that leader to
+    /// the servers looking meanwhile, or they elect it again and again (ZooKeeper's
+    /// `checkLeader` plays this part there). The leader itself never asks: a learner whose
+    /// leader looks looks too.
+    heard_from_leader: bool,
     started_ms: u64,
     last_heard_ms: u64,
     last_sent_ms: u64,
@@ -590,6 +597,32 @@ impl Zab {
         }
     }
 
+    /// What a server not yet established answers a looking participant: its looking vote,
+    /// but its own candidacy while it learns from a leader it has not heard from.
+    fn answer_vote_message(&self) -> Message {
+        let message = self.looking_vote_message();
+        let Phase::Learning(learner) = &self.phase else {
+            return message;
+        };
+        match (message, self.own_vote()) {
+            (
+                Message::Vote {
+                    round,
+                    state,
+                    observer,
+                    ..
+                },
+                Some(own),
+            ) if !learner.heard_from_leader => Message::Vote {
+                round,
+                vote: own,
+                state,
+                observer,
+            },
+            (message, _) => message,
+        }
+    }
+
     fn poll_election(&mut self) {
         let outcome = match &mut self.phase {
             Phase::Looking(election) => {
@@ -635,6 +668,7 @@ impl Zab {
             stage: LearnerStage::Discovering,
             epoch: 0,
             final_vote,
+            heard_from_leader: false,
             started_ms: self.now_ms,
             last_heard_ms: self.now_ms,
             last_sent_ms: self.now_ms,
@@ -897,7 +931,7 @@ impl Zab {
             {
                 return;
             }
-            None => match self.looking_vote_message() {
+            None => match self.answer_vote_message() {
                 Message::Vote {
                     vote,
                     state,
@@ -1718,6 +1752,7 @@ impl Zab {
         }
         self.with_learning(|zab, learner| {
             learner.last_heard_ms = zab.now_ms;
+            learner.heard_from_leader = true;
             work(zab, learner);
         });
     }

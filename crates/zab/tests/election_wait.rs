@@ -81,3 +81,39 @@ fn a_vote_changed_and_decided_at_once_still_goes_out_first() {
     );
     assert!(vote_for_two < follower_info, "{to_two:?}");
 }
+
+/// A learner that chose server 3 and has not heard from it yet, in a 4-participant ensemble
+/// (servers 2 and 4 agreed with it; the quorum is 3).
+fn learner_of_three() -> Zab {
+    let (mut zab, _) = Zab::new(config(1, 4), Recovered::default(), 0);
+    zab.handle(vote(2, 1, 3), 1);
+    zab.handle(vote(4, 1, 3), 2);
+    zab.handle(vote(3, 1, 3), 3);
+    assert!(!zab.status().is_serving());
+    zab
+}
+
+fn answered_leader(actions: &[zoolog_zab::Action], to: u64) -> Option<u64> {
+    sent_to(actions, to)
+        .iter()
+        .find_map(|message| match message {
+            Message::Vote { vote, .. } => Some(vote.leader),
+            _ => None,
+        })
+}
+
+#[test]
+fn a_learner_offers_only_a_leader_it_has_heard_from() {
+    let mut zab = learner_of_three();
+    // Server 3 is gone; server 2 looks again and asks.
+    let actions = zab.handle(vote(2, 2, 2), 10);
+    assert_eq!(answered_leader(&actions, 2), Some(1), "its own candidacy");
+    // Server 3 is there after all: once it has spoken, the final vote is offered.
+    zab.handle(message(3, Message::NewEpoch { link: link(1) }), 11);
+    let actions = zab.handle(vote(4, 2, 4), 10 + 2 * config(1, 4).election_retry_ms);
+    assert_eq!(
+        answered_leader(&actions, 4),
+        Some(3),
+        "the vote that chose 3"
+    );
+}
