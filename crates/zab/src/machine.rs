@@ -600,27 +600,15 @@ impl Zab {
     /// What a server not yet established answers a looking participant: its looking vote,
     /// but its own candidacy while it learns from a leader it has not heard from.
     fn answer_vote_message(&self) -> Message {
-        let message = self.looking_vote_message();
-        let Phase::Learning(learner) = &self.phase else {
-            return message;
-        };
-        match (message, self.own_vote()) {
-            (
-                Message::Vote {
-                    round,
-                    state,
-                    observer,
-                    ..
-                },
-                Some(own),
-            ) if !learner.heard_from_leader => Message::Vote {
-                round,
-                vote: own,
-                state,
-                observer,
-            },
-            (message, _) => message,
+        let mut message = self.looking_vote_message();
+        if let (Phase::Learning(learner), Message::Vote { vote, .. }, Some(own)) =
+            (&self.phase, &mut message, self.own_vote())
+        {
+            if !learner.heard_from_leader {
+                *vote = own;
+            }
         }
+        message
     }
 
     fn poll_election(&mut self) {

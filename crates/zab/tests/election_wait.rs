@@ -5,25 +5,12 @@
 
 mod common;
 
-use common::{config, link, message, sent_to, vote};
+use common::{asked_for_a_new_epoch, config, introduction_from_two, link, message, sent_to, vote};
 use zoolog_zab::{Input, Message, Recovered, Zab};
 
-/// Server 2's `FollowerInfo`: a leader answers it with `NewEpoch` as soon as it leads.
-fn introduction_from_two() -> Input {
-    message(
-        2,
-        Message::FollowerInfo {
-            accepted_epoch: 0,
-            observer: false,
-            attempt: link(1).attempt,
-        },
-    )
-}
-
+/// Server 1 leads: it asks server 2, which introduced itself, for its promise.
 fn leads(actions: &[zoolog_zab::Action]) -> bool {
-    sent_to(actions, 2)
-        .iter()
-        .any(|message| matches!(message, Message::NewEpoch { .. }))
+    asked_for_a_new_epoch(&sent_to(actions, 2))
 }
 
 #[test]

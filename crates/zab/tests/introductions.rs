@@ -6,25 +6,8 @@
 
 mod common;
 
-use common::{config, link, message, sent_to, vote};
-use zoolog_zab::{Input, Message, Recovered, Zab};
-
-fn introduction_from_two() -> Input {
-    message(
-        2,
-        Message::FollowerInfo {
-            accepted_epoch: 0,
-            observer: false,
-            attempt: link(1).attempt,
-        },
-    )
-}
-
-fn asked_for_a_new_epoch(messages: &[Message]) -> bool {
-    messages
-        .iter()
-        .any(|message| matches!(message, Message::NewEpoch { .. }))
-}
+use common::{asked_for_a_new_epoch, config, introduction_from_two, sent_to, vote};
+use zoolog_zab::{Input, Recovered, Zab};
 
 #[test]
 fn a_leader_takes_up_the_introduction_that_came_while_it_was_still_looking() {

@@ -184,3 +184,22 @@ pub fn proposed(actions: &[Action]) -> Vec<u8> {
         .flatten()
         .collect()
 }
+
+/// Server 2's `FollowerInfo` to server 1 (its first attempt): a leader answers it with
+/// `NewEpoch`, at once if it already leads.
+pub fn introduction_from_two() -> Input {
+    message(
+        2,
+        Message::FollowerInfo {
+            accepted_epoch: 0,
+            observer: false,
+            attempt: link(1).attempt,
+        },
+    )
+}
+
+pub fn asked_for_a_new_epoch(messages: &[Message]) -> bool {
+    messages
+        .iter()
+        .any(|message| matches!(message, Message::NewEpoch { .. }))
+}
