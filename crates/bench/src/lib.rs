@@ -438,26 +438,27 @@ fn default_out_dir() -> PathBuf {
 /// an event the benchmark reports can be found in them.
 pub(crate) fn utc_time_of_day(at: SystemTime) -> String {
     let since_epoch = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let second_of_day = since_epoch.as_secs() % 86_400;
+    let (hour, minute, second) = clock_of_day(since_epoch.as_secs() % 86_400);
     format!(
-        "{:02}:{:02}:{:02}.{:06}Z",
+        "{hour:02}:{minute:02}:{second:02}.{:06}Z",
+        since_epoch.subsec_micros()
+    )
+}
+
+/// Hours, minutes and seconds of a second of the day.
+fn clock_of_day(second_of_day: u64) -> (u64, u64, u64) {
+    (
         second_of_day / 3600,
         second_of_day % 3600 / 60,
         second_of_day % 60,
-        since_epoch.subsec_micros()
     )
 }
 
 /// `YYYYMMDDTHHMMSSZ` for seconds since the Unix epoch.
 fn utc_timestamp(unix_s: u64) -> String {
-    let (days, second_of_day) = (unix_s / 86_400, unix_s % 86_400);
-    let (year, month, day) = civil_date(days);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        second_of_day / 3600,
-        second_of_day % 3600 / 60,
-        second_of_day % 60
-    )
+    let (year, month, day) = civil_date(unix_s / 86_400);
+    let (hour, minute, second) = clock_of_day(unix_s % 86_400);
+    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
 }
 
 /// The proleptic Gregorian date of a day number counted from 1970-01-01, by walking whole

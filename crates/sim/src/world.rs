@@ -1089,9 +1089,9 @@ impl World {
         if self.zk.is_some() || participants.len() < 3 || !self.rng.chance(0.25) {
             return None;
         }
-        let leader = self.leader().filter(|idx| !self.nodes[*idx].observer);
+        // An observer never leads.
         Some(
-            leader.unwrap_or_else(|| {
+            self.leader().unwrap_or_else(|| {
                 participants[self.rng.below(participants.len() as u64) as usize]
             }),
         )
