@@ -30,6 +30,11 @@ pub struct Zab {
     /// Bumped on every change of phase, so a handler that took the phase's state out to
     /// work on it knows whether to put it back.
     phase_generation: u64,
+    /// The newest election round this server has taken part in: raised by `look`, to the
+    /// round it decided in, and to its learners' attempts (numbered by their rounds). A
+    /// looking vote from its leader in a round no newer than the one it decided in is an
+    /// echo of that election, not a new one; and a leader that looks again does so in a
+    /// round its learners take for new.
     election_round: u64,
     reported_status: Status,
     /// Appends not yet reported durable, oldest first: (last position, its epoch, the
@@ -635,6 +640,7 @@ impl Zab {
             Outcome::Decided { leader } => {
                 let (final_vote, introductions) = match &mut self.phase {
                     Phase::Looking(election) => {
+                        self.election_round = self.election_round.max(election.round);
                         (election.vote, std::mem::take(&mut election.introductions))
                     }
                     _ => (None, BTreeMap::new()),
@@ -763,6 +769,7 @@ impl Zab {
                 observer,
                 attempt,
             } => {
+                self.election_round = self.election_round.max(attempt.round);
                 let introduction = Introduction {
                     accepted_epoch,
                     observer,
@@ -889,8 +896,14 @@ impl Zab {
         if state != PeerState::Looking {
             return;
         }
-        if matches!(&self.phase, Phase::Learning(learner) if learner.leader == from) {
-            // Our leader is looking: it has lost its quorum, so look too, at once.
+        let leader_looks_again = round > self.election_round;
+        if leader_looks_again
+            && matches!(&self.phase, Phase::Learning(learner) if learner.leader == from)
+        {
+            // Our leader is looking in a new round: it has lost its quorum, so look too, at
+            // once. (In the round this server decided in, the leader's vote is a late copy
+            // or the leader's answer to ours: starting over then would drop the attempt the
+            // leader is about to answer, and its answers could restart us again and again.)
             self.look();
             self.receive_vote(from, round, vote, state, observer);
             return;
