@@ -740,7 +740,14 @@ impl Driver {
                 }
             }
             let now_ms = self.clock.elapsed().as_millis() as u64;
+            let establishing = !self.zab.status().is_serving();
+            if establishing {
+                trace_establishing_input(&input);
+            }
             let actions = self.zab.handle(input, now_ms);
+            if establishing || !self.zab.status().is_serving() {
+                trace_establishing_sends(&actions);
+            }
             if let Err(error) = self.carry_out(actions).await {
                 tracing::error!(%error, "the replica log failed; this server stops ordering");
                 return;
@@ -1023,6 +1030,30 @@ impl From<Status> for Role {
                 ServingRole::Follower => Role::Follower { leader, epoch },
                 ServingRole::Observer => Role::Observer { leader, epoch },
             },
+        }
+    }
+}
+
+// What a server hears and says until its epoch is established (election, discovery,
+// synchronization), at debug level: the few messages that tell why a leader change took as
+// long as it did. Once serving, a line per message would drown everything else.
+fn trace_establishing_input(input: &Input) {
+    match input {
+        Input::Message { from, message } => tracing::debug!(from, %message, "protocol message in"),
+        Input::PeerDisconnected { peer } => {
+            tracing::debug!(peer, "protocol told peer disconnected")
+        }
+        _ => {}
+    }
+}
+
+fn trace_establishing_sends(actions: &[Action]) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    for action in actions {
+        if let Action::Send { to, message } = action {
+            tracing::debug!(to, %message, "protocol message out");
         }
     }
 }

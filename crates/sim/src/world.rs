@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use zoolog_zab::{
-    Action, AppendCapacity, Config, Epochs, Input, MemberRole, Message, ServerId, ServingRole,
-    Status, Zab,
+    Action, AppendCapacity, Config, EntryRange, Epochs, Input, MemberRole, Message, ServerId,
+    ServingRole, Status, Zab,
 };
 
 use crate::checker::{decode_payload, encode_payload, Checker, CommandState};
@@ -1245,59 +1245,28 @@ fn describe_input(input: &Input) -> String {
     }
 }
 
-fn describe_entries(entries: &[zoolog_zab::Entry]) -> String {
-    match (entries.first(), entries.last()) {
-        (Some(first), Some(last)) => format!(
-            "[{}..={} epochs {}..{}]",
-            first.position, last.position, first.epoch, last.epoch
-        ),
-        _ => "[]".into(),
-    }
-}
-
+/// The zab crate's line for a message, but a forward's commands decoded.
 fn describe_message(message: &Message) -> String {
     match message {
-        Message::NewLeader {
-            link,
-            truncate_after,
-            snapshot,
-            entries,
-            commit,
-        } => format!(
-            "NewLeader {{ {link:?}, truncate_after {truncate_after}, snapshot {:?}, entries {}, commit {commit} }}",
-            snapshot.as_ref().map(|s| (s.position, s.epoch)),
-            describe_entries(entries)
-        ),
-        Message::Propose {
-            link,
-            entries,
-            commit,
-            leader_durable,
-            forwards,
-        } => format!(
-            "Propose {{ {link:?}, entries {}, commit {commit}, leader_durable {leader_durable}, \
-             forwards taken {} received {} }}",
-            describe_entries(entries),
-            forwards.taken,
-            forwards.received,
-        ),
         Message::Forward {
             link,
             first_sequence,
             payloads,
-            ..
         } => format!(
             "Forward {{ {link:?}, first_sequence {first_sequence}, {:?} }}",
-            payloads.iter().map(|p| decode_payload(p)).collect::<Vec<_>>()
+            payloads
+                .iter()
+                .map(|p| decode_payload(p))
+                .collect::<Vec<_>>()
         ),
-        other => format!("{other:?}"),
+        other => other.to_string(),
     }
 }
 
 fn describe_action(action: &Action) -> String {
     match action {
         Action::Send { to, message } => format!("to n{to}: {}", describe_message(message)),
-        Action::Append { entries } => format!("Append {}", describe_entries(entries)),
+        Action::Append { entries } => format!("Append {}", EntryRange(entries)),
         Action::InstallSnapshot {
             position, epoch, ..
         } => format!("InstallSnapshot {position} (epoch {epoch})"),

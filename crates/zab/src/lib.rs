@@ -101,7 +101,7 @@ mod sync;
 pub use commands::AppendCapacity;
 pub use machine::Zab;
 pub use message::{
-    Attempt, DecodeError, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote,
+    Attempt, DecodeError, EntryRange, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote,
 };
 
 use bytes::Bytes;

@@ -129,6 +129,107 @@ pub enum Message {
     },
 }
 
+/// The positions and epochs a run of entries spans, for logs and traces.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryRange<'a>(pub &'a [Entry]);
+
+impl std::fmt::Display for EntryRange<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0.first(), self.0.last()) {
+            (Some(first), Some(last)) => write!(
+                f,
+                "[{}..={} epochs {}..{}]",
+                first.position, last.position, first.epoch, last.epoch
+            ),
+            _ => f.write_str("[]"),
+        }
+    }
+}
+
+/// One line per message, for logs and traces: what it says, without its payloads.
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Message::Vote {
+                round,
+                vote,
+                state,
+                observer,
+            } => write!(
+                f,
+                "Vote {{ round {round}, leader {} (epoch {}, position {}), {state:?}{} }}",
+                vote.leader,
+                vote.epoch,
+                vote.position,
+                if *observer { ", observer" } else { "" }
+            ),
+            Message::FollowerInfo {
+                accepted_epoch,
+                observer,
+                attempt,
+            } => write!(
+                f,
+                "FollowerInfo {{ {attempt:?}, accepted_epoch {accepted_epoch}{} }}",
+                if *observer { ", observer" } else { "" }
+            ),
+            Message::NewEpoch { link } => write!(f, "NewEpoch {{ {link:?} }}"),
+            Message::AckEpoch {
+                link,
+                counted,
+                current_epoch,
+                snapshot_position,
+                runs,
+                last_position,
+            } => write!(
+                f,
+                "AckEpoch {{ {link:?}, counted {counted}, current_epoch {current_epoch}, \
+                 snapshot {snapshot_position}, runs {runs:?}, last {last_position} }}"
+            ),
+            Message::NewLeader {
+                link,
+                truncate_after,
+                snapshot,
+                entries,
+                commit,
+            } => write!(
+                f,
+                "NewLeader {{ {link:?}, truncate_after {truncate_after}, snapshot {:?}, \
+                 entries {}, commit {commit} }}",
+                snapshot.as_ref().map(|image| (image.position, image.epoch)),
+                EntryRange(entries)
+            ),
+            Message::AckNewLeader {
+                link,
+                last_position,
+            } => write!(f, "AckNewLeader {{ {link:?}, last {last_position} }}"),
+            Message::Propose {
+                link,
+                entries,
+                commit,
+                leader_durable,
+                forwards,
+            } => write!(
+                f,
+                "Propose {{ {link:?}, entries {}, commit {commit}, leader_durable \
+                 {leader_durable}, forwards taken {} received {} }}",
+                EntryRange(entries),
+                forwards.taken,
+                forwards.received
+            ),
+            Message::Ack { link, position } => write!(f, "Ack {{ {link:?}, {position} }}"),
+            Message::Forward {
+                link,
+                first_sequence,
+                payloads,
+            } => write!(
+                f,
+                "Forward {{ {link:?}, first_sequence {first_sequence}, {} commands }}",
+                payloads.len()
+            ),
+        }
+    }
+}
+
 impl Message {
     /// The leader epoch and learner attempt a post-election message belongs to.
     pub fn link(&self) -> Option<Link> {
