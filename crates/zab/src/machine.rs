@@ -31,7 +31,8 @@ pub struct Zab {
     /// work on it knows whether to put it back.
     phase_generation: u64,
     /// The newest election round this server has taken part in: raised by `look`, to the
-    /// round it decided in, and to its learners' attempts (numbered by their rounds). A
+    /// round it decided in, and, while it leads, to its learners' attempts (numbered by
+    /// their rounds). A
     /// looking vote from its leader in a round no newer than the one it decided in is an
     /// echo of that election, not a new one; and a leader that looks again does so in a
     /// round its learners take for new.
@@ -769,7 +770,6 @@ impl Zab {
                 observer,
                 attempt,
             } => {
-                self.election_round = self.election_round.max(attempt.round);
                 let introduction = Introduction {
                     accepted_epoch,
                     observer,
@@ -1119,6 +1119,7 @@ impl Zab {
         let observer = observer || !self.config.is_participant(from);
         let mut give_up = false;
         self.with_leader(|zab, leader| {
+            zab.election_round = zab.election_round.max(attempt.round);
             if leader.stage == LeaderStage::Broadcast && accepted_epoch > leader.epoch {
                 // It promised a later epoch, to a candidate that never established it, and
                 // may not follow an older one: without a new epoch it would stay out for
