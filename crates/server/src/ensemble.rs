@@ -162,8 +162,8 @@ pub struct QuorumCounters {
     pub learned_commits: u64,
 }
 
-/// The traffic with one peer, counted by the tasks that carry it (ZooKeeper's per-learner
-/// connection statistics).
+/// What the tasks that carry one peer's traffic share: its counts (ZooKeeper's per-learner
+/// connection statistics), and word that the peer has dialled in.
 #[derive(Default)]
 struct PeerTraffic {
     frames_sent: AtomicU64,
@@ -173,6 +173,10 @@ struct PeerTraffic {
     /// The connection the peer last dialled to this server (the one its messages arrive
     /// on), and when it was accepted (wall clock ms).
     inbound: Mutex<Option<(SocketAddr, i64)>>,
+    /// Woken when the peer dials this server: it is up, so a dial loop backing off from it
+    /// tries again at once. Without this a restarted member waited up to the longest
+    /// back-off for the others' messages to reach it.
+    dialled_in: tokio::sync::Notify,
 }
 
 impl PeerTraffic {
@@ -310,6 +314,7 @@ impl Ensemble {
                 port,
                 rx,
                 peer_traffic,
+                DIAL_BACKOFF,
             )));
         }
         let traffic = Arc::new(traffic);
@@ -1058,6 +1063,19 @@ fn trace_establishing_sends(actions: &[Action]) {
     }
 }
 
+/// The waits between attempts to dial a peer that refuses: from the first, doubling up to the
+/// longest, until the peer dials in.
+#[derive(Debug, Clone, Copy)]
+struct DialBackoff {
+    first_ms: u64,
+    max_ms: u64,
+}
+
+const DIAL_BACKOFF: DialBackoff = DialBackoff {
+    first_ms: 10,
+    max_ms: 500,
+};
+
 /// Keeps a connection to one peer and writes what the protocol sends it.
 async fn dial_loop(
     me: ServerId,
@@ -1066,8 +1084,9 @@ async fn dial_loop(
     port: u16,
     mut outbox: mpsc::Receiver<Frame>,
     traffic: Arc<PeerTraffic>,
+    backoff: DialBackoff,
 ) {
-    let mut backoff_ms = 10;
+    let mut backoff_ms = backoff.first_ms;
     loop {
         let stream = match tokio::time::timeout(
             Duration::from_millis(1000),
@@ -1081,12 +1100,15 @@ async fn dial_loop(
                 while let Ok(frame) = outbox.try_recv() {
                     traffic.dequeued(frame.bytes);
                 }
-                tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
-                backoff_ms = (backoff_ms * 2).min(500);
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
+                    () = traffic.dialled_in.notified() => {}
+                }
+                backoff_ms = (backoff_ms * 2).min(backoff.max_ms);
                 continue;
             }
         };
-        backoff_ms = 10;
+        backoff_ms = backoff.first_ms;
         let _ = stream.set_nodelay(true);
         let mut writer = BufWriter::with_capacity(256 * 1024, stream);
         let mut hello = Vec::with_capacity(13);
@@ -1301,6 +1323,7 @@ async fn read_peer(
         .inbound
         .lock()
         .expect("the inbound address's holders never panic") = Some((address, wall_clock_ms()));
+    traffic.dialled_in.notify_one();
     let result = read_frames(&mut stream, from, traffic, inbox).await;
     let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
     result
@@ -1532,5 +1555,72 @@ mod tests {
         let wire = wire(&[&too_long], 8).await;
         let error = read_message(&mut &wire[..], SMALL).await.unwrap_err();
         assert!(error.to_string().contains("limit 20"), "{error}");
+    }
+
+    /// A dial loop that waits an hour after a refusal, so only the peer's dialling in can
+    /// bring it back within the test.
+    #[tokio::test]
+    async fn a_peer_that_dials_in_is_dialled_again_at_once() {
+        const GUARD: Duration = Duration::from_secs(30);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let traffic = Arc::new(PeerTraffic::default());
+        let (outbox, queue) = mpsc::channel(4);
+        let ack = Message::Ack {
+            link: zoolog_zab::Link {
+                epoch: 1,
+                attempt: zoolog_zab::Attempt::default(),
+            },
+            position: 1,
+        };
+        let frame = Frame::of(&ack);
+        traffic.queued(frame.bytes);
+        outbox.try_send(frame).unwrap();
+        let hour_ms = 3_600_000;
+        let backoff = DialBackoff {
+            first_ms: hour_ms,
+            max_ms: hour_ms,
+        };
+        let dialling = tokio::spawn(dial_loop(
+            1,
+            2,
+            "127.0.0.1".into(),
+            port,
+            queue,
+            traffic.clone(),
+            backoff,
+        ));
+        // The refused attempt drops what was queued: from then on the loop backs off.
+        tokio::time::timeout(GUARD, async {
+            while traffic.queued_frames.load(Ordering::Relaxed) > 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the first attempt is refused");
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_reuseaddr(true).unwrap();
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], port)))
+            .unwrap();
+        let listener = socket.listen(1).unwrap();
+        traffic.dialled_in.notify_one();
+        let (mut stream, _) = tokio::time::timeout(GUARD, listener.accept())
+            .await
+            .expect("dialled again without waiting out the back-off")
+            .unwrap();
+        // The hello goes out with the first message.
+        outbox.try_send(Frame::of(&ack)).unwrap();
+        let mut hello = [0u8; 13];
+        tokio::time::timeout(GUARD, stream.read_exact(&mut hello))
+            .await
+            .expect("the hello arrives")
+            .unwrap();
+        assert_eq!(&hello[..4], HELLO_MAGIC);
+        dialling.abort();
     }
 }
