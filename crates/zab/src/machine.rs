@@ -32,10 +32,9 @@ pub struct Zab {
     phase_generation: u64,
     /// The newest election round this server has taken part in: raised by `look`, to the
     /// round it decided in, and, while it leads, to its learners' attempts (numbered by
-    /// their rounds). A
-    /// looking vote from its leader in a round no newer than the one it decided in is an
-    /// echo of that election, not a new one; and a leader that looks again does so in a
-    /// round its learners take for new.
+    /// their rounds). A looking vote from its leader in a round no newer than the one it
+    /// decided in is an echo of that election, not a new one; and a leader that looks again
+    /// does so in a round its learners take for new.
     election_round: u64,
     reported_status: Status,
     /// Appends not yet reported durable, oldest first: (last position, its epoch, the
