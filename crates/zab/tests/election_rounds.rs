@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{config, message, sent_to, vote};
+use common::{config, follower_info, message, sent_to, vote};
 use zoolog_zab::{Action, Attempt, Input, Link, Message, Recovered, Zab};
 
 fn attempts_introduced(actions: &[Action], to: u64) -> Vec<Attempt> {
@@ -66,11 +66,7 @@ fn a_leader_looks_again_in_a_round_after_its_learners_attempts() {
         incarnation: 0,
         round: 9,
     };
-    let introduction = Message::FollowerInfo {
-        accepted_epoch: 0,
-        observer: false,
-        attempt,
-    };
+    let introduction = follower_info(0, attempt);
     zab.handle(message(2, introduction), 3);
     // Server 2 never promises: server 1 gives up and looks again.
     let actions = zab.handle(Input::Tick, 4 + sync_timeout_ms);

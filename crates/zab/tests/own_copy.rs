@@ -6,8 +6,10 @@
 mod common;
 
 use bytes::Bytes;
-use common::{ack, broadcasting_follower, broadcasting_leader, config, link, message};
-use zoolog_zab::{Input, Message, Zab};
+use common::{
+    ack, broadcasting_follower, broadcasting_leader, config, follower_info, link, message,
+};
+use zoolog_zab::{Input, Zab};
 
 /// Server 1 of three, leading epoch 1, whose follower 3 has come back on a new attempt
 /// (restarted) and is not synchronized yet.
@@ -15,11 +17,7 @@ fn leader_with_one_follower_resynchronizing() -> Zab {
     let mut zab = broadcasting_leader(3);
     let mut restarted = link(1).attempt;
     restarted.incarnation += 1;
-    let info = Message::FollowerInfo {
-        accepted_epoch: 1,
-        observer: false,
-        attempt: restarted,
-    };
+    let info = follower_info(1, restarted);
     zab.handle(message(3, info), 10);
     assert!(zab.status().is_serving(), "still leading with follower 2");
     zab

@@ -3,7 +3,8 @@
 mod common;
 
 use common::{
-    broadcasting_follower, broadcasting_leader, config, entry, link, message, sent_to, vote,
+    broadcasting_follower, broadcasting_leader, config, entry, follower_info, link, message,
+    sent_to, vote,
 };
 use zoolog_zab::{Action, Input, Message, PeerState, Recovered, Vote, Zab};
 
@@ -137,11 +138,7 @@ fn new_leader_carries_the_whole_established_history() {
         };
         zab.handle(Input::Message { from, message }, 1);
     }
-    let info = Message::FollowerInfo {
-        accepted_epoch: 0,
-        observer: false,
-        attempt: link(2).attempt,
-    };
+    let info = follower_info(0, link(2).attempt);
     zab.handle(message(2, info), 2);
     let promise = Message::AckEpoch {
         link: link(2),
@@ -248,11 +245,7 @@ fn a_forward_from_an_earlier_learner_attempt_is_not_proposed() {
     };
     assert!(appended(&zab.handle(message(2, forward(1)), 5)));
     // Server 2 starts over (attempt 2) and joins again; its old forward arrives late.
-    let info = Message::FollowerInfo {
-        accepted_epoch: 1,
-        observer: false,
-        attempt: attempt(2),
-    };
+    let info = follower_info(1, attempt(2));
     zab.handle(message(2, info), 6);
     let promise = Message::AckEpoch {
         link: link(2),

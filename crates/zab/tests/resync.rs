@@ -5,7 +5,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader, broadcasting_leader_with, config, message, sent_to};
+use common::{
+    broadcasting_leader, broadcasting_leader_with, config, follower_info, message, sent_to,
+};
 use zoolog_zab::{Attempt, Input, Link, Message, Zab};
 
 const HEARTBEAT_MS: u64 = 2;
@@ -19,11 +21,7 @@ fn syncs_to_a_silent_learner(leader: &mut Zab, now_ms: u64) -> Vec<u64> {
         incarnation: 1,
         round: 1,
     };
-    let info = Message::FollowerInfo {
-        accepted_epoch: 1,
-        observer: false,
-        attempt: restarted,
-    };
+    let info = follower_info(1, restarted);
     leader.handle(message(2, info), now_ms);
     let promise = Message::AckEpoch {
         link: Link {

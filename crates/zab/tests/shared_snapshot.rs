@@ -5,7 +5,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{broadcasting_leader, link, message, sent_to};
+use common::{broadcasting_leader, follower_info, link, message, sent_to};
 use zoolog_zab::{Action, Attempt, Input, Link, Message, Zab};
 
 /// Leader 1 of five, with entries 1..=3 committed and only a snapshot at 3 left of them.
@@ -46,11 +46,7 @@ fn restart_with_an_empty_log(leader: &mut Zab, id: u64, now_ms: u64) -> Vec<Acti
             round: 1,
         },
     };
-    let info = Message::FollowerInfo {
-        accepted_epoch: 1,
-        observer: false,
-        attempt: restarted.attempt,
-    };
+    let info = follower_info(1, restarted.attempt);
     leader.handle(message(id, info), now_ms);
     let promise = Message::AckEpoch {
         link: restarted,

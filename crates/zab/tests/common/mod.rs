@@ -144,11 +144,7 @@ pub fn broadcasting_leader_with(config: Config) -> Zab {
         zab.handle(vote(from, 1, 1), 1);
     }
     for from in followers.clone() {
-        let info = Message::FollowerInfo {
-            accepted_epoch: 0,
-            observer: false,
-            attempt: link(1).attempt,
-        };
+        let info = follower_info(0, link(1).attempt);
         zab.handle(message(from, info), 2);
     }
     for from in followers.clone() {
@@ -185,17 +181,19 @@ pub fn proposed(actions: &[Action]) -> Vec<u8> {
         .collect()
 }
 
+/// A participant's `FollowerInfo` in `attempt`, having promised `accepted_epoch`.
+pub fn follower_info(accepted_epoch: u64, attempt: zoolog_zab::Attempt) -> Message {
+    Message::FollowerInfo {
+        accepted_epoch,
+        observer: false,
+        attempt,
+    }
+}
+
 /// Server 2's `FollowerInfo` to server 1 (its first attempt): a leader answers it with
 /// `NewEpoch`, at once if it already leads.
 pub fn introduction_from_two() -> Input {
-    message(
-        2,
-        Message::FollowerInfo {
-            accepted_epoch: 0,
-            observer: false,
-            attempt: link(1).attempt,
-        },
-    )
+    message(2, follower_info(0, link(1).attempt))
 }
 
 pub fn asked_for_a_new_epoch(messages: &[Message]) -> bool {
