@@ -689,6 +689,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_messages_line_names_its_entries_but_leaves_payloads_out() {
+        let payload = Bytes::from(vec![b'x'; 1 << 20]);
+        let message = Message::NewLeader {
+            link: link(),
+            truncate_after: 4,
+            snapshot: Some(SnapshotImage {
+                position: 4,
+                epoch: 2,
+                payload: payload.clone(),
+            }),
+            entries: vec![
+                Entry {
+                    position: 5,
+                    epoch: 2,
+                    payload: payload.clone(),
+                },
+                Entry {
+                    position: 6,
+                    epoch: 3,
+                    payload,
+                },
+            ],
+            commit: 5,
+        };
+        let line = message.to_string();
+        assert!(line.contains("entries [5..=6 epochs 2..3]"), "{line}");
+        assert!(line.contains("snapshot Some((4, 2))"), "{line}");
+        assert!(line.len() < 200, "{line}");
+    }
+
     fn entry(position: Position, payload: Bytes) -> Entry {
         Entry {
             position,
