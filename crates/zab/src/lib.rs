@@ -31,7 +31,10 @@
 //!    has heard of, ordering votes by (current epoch, last logged position, server id), and
 //!    adopts any better vote it hears in the same round. When a quorum of participants agree
 //!    it stops looking. Observers never vote; they join whichever leader participants report.
-//!    Election is only a heuristic for picking a good leader: safety comes from step 2.
+//!    A learner looks again at once when its leader does, which it knows by a looking vote
+//!    in a round newer than the one it decided in (votes of that round are late copies or
+//!    answers). Election is only a heuristic for picking a good leader: safety comes from
+//!    step 2.
 //! 2. **Discovery.** The prospective leader collects `FollowerInfo` from a quorum (keeping any
 //!    that reached it while it was still looking: a learner often decides a hop sooner), picks an
 //!    epoch above every accepted epoch it saw, and asks each to promise it (`NewEpoch`). A
