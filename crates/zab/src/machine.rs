@@ -79,8 +79,10 @@ struct Learner {
     /// servers are answered with this server's own candidacy instead of the final vote: a
     /// learner that keeps trying a leader that is gone must not keep offering that leader to
     /// the servers looking meanwhile, or they elect it again and again (ZooKeeper's
-    /// `checkLeader` plays this part there). The leader itself never asks: a learner whose
-    /// leader looks looks too.
+    /// `checkLeader` plays this part there). The leader's own looking vote in a newer round
+    /// makes its learner look too; in the round the learner decided in it is a copy or an
+    /// answer, and a leader counts no vote while it leads, so the candidacy it gets back
+    /// changes nothing.
     heard_from_leader: bool,
     started_ms: u64,
     last_heard_ms: u64,
