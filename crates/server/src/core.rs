@@ -1602,7 +1602,8 @@ impl Core {
     /// One answered request's time from arrival to reply, in the four-letter words'
     /// statistics (which `srst` resets) and in the metrics (which it leaves).
     fn record_latency(&mut self, opcode: OpCode, path: RequestPath, latency_us: u64) {
-        self.metrics.record_request(opcode, path, latency_us);
+        self.metrics
+            .record_request(opcode, path, latency_us, self.now.monotonic_ms);
         match path {
             RequestPath::Read => self.stats.read_latency_us.record(latency_us),
             RequestPath::Update => self.stats.update_latency_us.record(latency_us),

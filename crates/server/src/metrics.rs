@@ -17,7 +17,7 @@ use zoolog_proto::OpCode;
 
 use crate::core::Role;
 use crate::four_letter::View;
-use crate::stats::{PercentileSummary, Startup};
+use crate::stats::{Startup, WindowedPercentiles};
 
 /// Upper bounds, in microseconds, of request latency buckets (100 µs to 10 s); the log's
 /// sync buckets are its own ([`FSYNC_BUCKET_BOUNDS_US`]).
@@ -99,8 +99,8 @@ pub enum RequestPath {
 #[derive(Debug, Clone)]
 pub struct Metrics {
     request_latency: BTreeMap<&'static str, Histogram>,
-    read_latency_us: PercentileSummary,
-    update_latency_us: PercentileSummary,
+    read_latency_us: WindowedPercentiles,
+    update_latency_us: WindowedPercentiles,
     /// Client packets' bytes, prefixes included (ZooKeeper's `bytes_received_count`).
     bytes_received: u64,
     snapshot_duration: Histogram,
@@ -121,8 +121,8 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             request_latency: BTreeMap::new(),
-            read_latency_us: PercentileSummary::default(),
-            update_latency_us: PercentileSummary::default(),
+            read_latency_us: WindowedPercentiles::default(),
+            update_latency_us: WindowedPercentiles::default(),
             bytes_received: 0,
             snapshot_duration: Histogram::new(SNAPSHOT_BOUNDS_US),
             last_snapshot: None,
@@ -132,16 +132,24 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// One answered request: the time from its arrival at the core to its reply.
-    pub fn record_request(&mut self, opcode: OpCode, path: RequestPath, latency_us: u64) {
+    /// One answered request: the time from its arrival at the core to its reply, which came
+    /// at `now_ms` on the monotonic clock.
+    pub fn record_request(
+        &mut self,
+        opcode: OpCode,
+        path: RequestPath,
+        latency_us: u64,
+        now_ms: u64,
+    ) {
         self.request_latency
             .entry(operation_label(opcode))
             .or_insert_with(|| Histogram::new(LATENCY_BOUNDS_US))
             .record(latency_us);
-        match path {
-            RequestPath::Read => self.read_latency_us.record(latency_us),
-            RequestPath::Update => self.update_latency_us.record(latency_us),
-        }
+        let times_us = match path {
+            RequestPath::Read => &mut self.read_latency_us,
+            RequestPath::Update => &mut self.update_latency_us,
+        };
+        times_us.record(latency_us, now_ms);
     }
 
     pub fn record_packet(&mut self, frame_bytes: usize) {
@@ -396,12 +404,14 @@ pub fn render(view: &View<'_>) -> String {
         "Time from a request's arrival to its reply, for requests answered from the tree as \
          it is (no log entry), in milliseconds.",
         &metrics.read_latency_us,
+        view.now.monotonic_ms,
     );
     out.percentile_summary_ms(
         "updatelatency",
         "Time from a request's arrival to its reply, for requests ordered through the log, in \
          milliseconds.",
         &metrics.update_latency_us,
+        view.now.monotonic_ms,
     );
     render_quorum(view, &mut out);
     render_startup(view.metrics.startup, &mut out);
@@ -558,17 +568,22 @@ impl Exposition {
     }
 
     /// A summary of times in ms with the quantiles ZooKeeper's Prometheus provider gives its
-    /// detailed summaries (0.5, 0.9, 0.99), estimated from the sample `times_us` keeps; NaN
-    /// before the first value, as Prometheus clients answer.
-    fn percentile_summary_ms(&mut self, name: &str, help: &str, times_us: &PercentileSummary) {
+    /// detailed summaries (0.5, 0.9, 0.99), estimated from the values of the window that
+    /// `times_us` keeps at `now_ms`; NaN without a value in it, as Prometheus clients answer.
+    fn percentile_summary_ms(
+        &mut self,
+        name: &str,
+        help: &str,
+        times_us: &WindowedPercentiles,
+        now_ms: u64,
+    ) {
         const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
         self.family(name, help, "summary");
-        let values_us = times_us.percentiles(QUANTILES);
-        for (quantile, value_us) in QUANTILES.into_iter().zip(values_us) {
-            let value_ms = match times_us.summary.count {
-                0 => f64::NAN,
-                _ => value_us as f64 / 1e3,
-            };
+        let values_ms = match times_us.percentiles(QUANTILES, now_ms) {
+            Some(values_us) => values_us.map(|value_us| value_us as f64 / 1e3),
+            None => [f64::NAN; 3],
+        };
+        for (quantile, value_ms) in QUANTILES.into_iter().zip(values_ms) {
             self.sample(name, &[("quantile", &format_value(quantile))], value_ms);
         }
         let summary = &times_us.summary;
@@ -713,9 +728,9 @@ mod tests {
     #[test]
     fn request_latencies_are_kept_per_operation() {
         let mut metrics = Metrics::default();
-        metrics.record_request(OpCode::GetData, RequestPath::Read, 5);
-        metrics.record_request(OpCode::GetData, RequestPath::Read, 7);
-        metrics.record_request(OpCode::Create, RequestPath::Update, 9);
+        metrics.record_request(OpCode::GetData, RequestPath::Read, 5, 0);
+        metrics.record_request(OpCode::GetData, RequestPath::Read, 7, 1);
+        metrics.record_request(OpCode::Create, RequestPath::Update, 9, 2);
         assert_eq!(metrics.request_latency["getData"].count(), 2);
         assert_eq!(metrics.request_latency["create"].count(), 1);
         assert_eq!(metrics.read_latency_us.summary.count, 2);
@@ -724,19 +739,19 @@ mod tests {
 
     #[test]
     fn a_latency_summary_has_zookeepers_quantiles_in_milliseconds() {
-        let mut times_us = PercentileSummary::default();
+        let mut times_us = WindowedPercentiles::default();
         let mut out = Exposition::default();
-        out.percentile_summary_ms("l", "help", &times_us);
+        out.percentile_summary_ms("l", "help", &times_us, 0);
         assert!(
             out.text.contains("l{quantile=\"0.5\"} NaN\n"),
             "{}",
             out.text
         );
         for value_us in 1..=100 {
-            times_us.record(value_us * 1000);
+            times_us.record(value_us * 1000, value_us);
         }
         let mut out = Exposition::default();
-        out.percentile_summary_ms("l", "help", &times_us);
+        out.percentile_summary_ms("l", "help", &times_us, 100);
         for line in [
             "# TYPE l summary\n",
             "l{quantile=\"0.5\"} 50\n",
@@ -745,6 +760,18 @@ mod tests {
             "l_sum 5050\n",
             "l_count 100\n",
         ] {
+            assert!(out.text.contains(line), "{line} in {}", out.text);
+        }
+    }
+
+    #[test]
+    fn a_quiet_hour_leaves_no_quantiles_but_keeps_the_sum_and_count() {
+        let mut times_us = WindowedPercentiles::default();
+        times_us.record(2_000, 0);
+        let an_hour_later_ms = 3_600_000;
+        let mut out = Exposition::default();
+        out.percentile_summary_ms("l", "help", &times_us, an_hour_later_ms);
+        for line in ["l{quantile=\"0.99\"} NaN\n", "l_sum 2\n", "l_count 1\n"] {
             assert!(out.text.contains(line), "{line} in {}", out.text);
         }
     }

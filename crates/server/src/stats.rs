@@ -1,5 +1,6 @@
 //! Counters the four-letter words and metrics report.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use zoolog_log::ReadTimes;
@@ -79,23 +80,30 @@ const PERCENTILE_SAMPLES_MAX: usize = 4096;
 pub struct PercentileSummary {
     pub summary: Summary,
     sample: Vec<u64>,
+    samples_max: usize,
     random_state: u64,
 }
 
 impl Default for PercentileSummary {
     fn default() -> Self {
-        PercentileSummary {
-            summary: Summary::default(),
-            sample: Vec::new(),
-            random_state: 0x9e37_79b9_7f4a_7c15,
-        }
+        PercentileSummary::with_samples_max(PERCENTILE_SAMPLES_MAX)
     }
 }
 
 impl PercentileSummary {
+    fn with_samples_max(samples_max: usize) -> Self {
+        assert!(samples_max > 0, "a sample holds at least one value");
+        PercentileSummary {
+            summary: Summary::default(),
+            sample: Vec::new(),
+            samples_max,
+            random_state: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
     pub fn record(&mut self, value: u64) {
         self.summary.record(value);
-        if self.sample.len() < PERCENTILE_SAMPLES_MAX {
+        if self.sample.len() < self.samples_max {
             self.sample.push(value);
             return;
         }
@@ -127,6 +135,100 @@ impl PercentileSummary {
         self.random_state = x;
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
+}
+
+/// How far back the quantiles of the Prometheus summaries look: the Prometheus clients'
+/// default (`maxAgeSeconds`, ten minutes), which ZooKeeper's provider keeps.
+const QUANTILE_WINDOW_MS: u64 = 600_000;
+/// The window moves on in steps of a fifth of it (the clients' `ageBuckets`).
+const QUANTILE_WINDOW_PERIODS: u64 = 5;
+/// Values each period keeps: the window's periods together sample about as many values as one
+/// [`PercentileSummary`], so that a scrape sorts no more than that.
+const PERIOD_SAMPLES_MAX: usize = PERCENTILE_SAMPLES_MAX / QUANTILE_WINDOW_PERIODS as usize;
+
+/// A Prometheus summary's values: the sum and count of every value, and percentiles of the
+/// last [`QUANTILE_WINDOW_MS`] only (between four fifths of it and all of it), so that a
+/// server that has run for months still shows this hour's latency in its quantiles. Each
+/// period of the window keeps a uniform sample of its own values; a percentile weighs each
+/// sampled value by the number of values it stands for, so a busy period counts for more
+/// than a quiet one, as its values do.
+#[derive(Debug, Clone, Default)]
+pub struct WindowedPercentiles {
+    pub summary: Summary,
+    /// The periods of the window that have values, oldest first, by number
+    /// (milliseconds / period length).
+    periods: VecDeque<(u64, PercentileSummary)>,
+}
+
+impl WindowedPercentiles {
+    pub fn record(&mut self, value: u64, now_ms: u64) {
+        self.summary.record(value);
+        let current = period_number(now_ms);
+        if self
+            .periods
+            .back()
+            .is_none_or(|(newest, _)| *newest < current)
+        {
+            let values = PercentileSummary::with_samples_max(PERIOD_SAMPLES_MAX);
+            self.periods.push_back((current, values));
+        }
+        while self
+            .periods
+            .front()
+            .is_some_and(|(oldest, _)| !in_window(*oldest, current))
+        {
+            self.periods.pop_front();
+        }
+        let (_, values) = self
+            .periods
+            .back_mut()
+            .expect("the current period is there");
+        values.record(value);
+    }
+
+    /// The values at `fractions` (0.5 for the median) of the window's values at `now_ms`, by
+    /// nearest rank over the weighted samples; `None` without a value in the window.
+    pub fn percentiles<const N: usize>(
+        &self,
+        fractions: [f64; N],
+        now_ms: u64,
+    ) -> Option<[u64; N]> {
+        let current = period_number(now_ms);
+        let mut weighted: Vec<(u64, f64)> = self
+            .periods
+            .iter()
+            .filter(|(period, _)| in_window(*period, current))
+            .flat_map(|(_, values)| {
+                let weight = values.summary.count as f64 / values.sample.len() as f64;
+                values.sample.iter().map(move |&value| (value, weight))
+            })
+            .collect();
+        weighted.sort_unstable_by_key(|(value, _)| *value);
+        let weight_total: f64 = weighted.iter().map(|(_, weight)| weight).sum();
+        let &(largest, _) = weighted.last()?;
+        Some(fractions.map(|fraction| {
+            assert!((0.0..=1.0).contains(&fraction), "a fraction: {fraction}");
+            let rank = fraction * weight_total;
+            let mut below = 0.0;
+            weighted
+                .iter()
+                .find(|(_, weight)| {
+                    below += weight;
+                    below >= rank
+                })
+                // Rounding can leave the sum of the weights a hair under the total.
+                .map_or(largest, |(value, _)| *value)
+        }))
+    }
+}
+
+fn period_number(now_ms: u64) -> u64 {
+    now_ms / (QUANTILE_WINDOW_MS / QUANTILE_WINDOW_PERIODS)
+}
+
+/// Whether `period` is one of the window's when `current` is the newest.
+fn in_window(period: u64, current: u64) -> bool {
+    period + QUANTILE_WINDOW_PERIODS > current
 }
 
 /// What start-up recovery did before the server took its first client.
@@ -275,6 +377,62 @@ mod tests {
                 "{estimate} against {exact}"
             );
         }
+    }
+
+    #[test]
+    fn windowed_percentiles_forget_values_older_than_the_window() {
+        let mut times = WindowedPercentiles::default();
+        // A slow first hour, then ten fast minutes.
+        for second in 0..3_600 {
+            times.record(50_000, second * 1_000);
+        }
+        let fast_from_ms = 3_600_000;
+        for second in 0..600 {
+            times.record(1_000, fast_from_ms + second * 1_000);
+        }
+        let now_ms = fast_from_ms + 600_000;
+        assert_eq!(times.percentiles([0.5, 0.99], now_ms), Some([1_000, 1_000]));
+        assert_eq!(
+            times.summary.count, 4_200,
+            "the sum and count keep every value"
+        );
+        assert_eq!(
+            times.percentiles([0.5], now_ms + QUANTILE_WINDOW_MS),
+            None,
+            "a window without values has no percentiles"
+        );
+    }
+
+    #[test]
+    fn windowed_percentiles_move_as_the_window_does() {
+        let mut times = WindowedPercentiles::default();
+        let period_ms = QUANTILE_WINDOW_MS / QUANTILE_WINDOW_PERIODS;
+        times.record(7, 0);
+        times.record(9, period_ms);
+        assert_eq!(times.percentiles([0.0, 1.0], period_ms), Some([7, 9]));
+        // The first period is the oldest of the window until the window has moved past it.
+        let last_with_first_ms = QUANTILE_WINDOW_MS - 1;
+        assert_eq!(times.percentiles([0.0], last_with_first_ms), Some([7]));
+        assert_eq!(times.percentiles([0.0], QUANTILE_WINDOW_MS), Some([9]));
+    }
+
+    #[test]
+    fn a_busy_period_weighs_more_than_a_quiet_one_though_both_keep_samples_of_one_size() {
+        let mut times = WindowedPercentiles::default();
+        let period_ms = QUANTILE_WINDOW_MS / QUANTILE_WINDOW_PERIODS;
+        // 100,000 fast values in one period, then 1,000 slow ones in the next: each period
+        // keeps the same number of samples, but the slow values are about 1% of all.
+        for index in 0..100_000 {
+            times.record(1_000, index % period_ms);
+        }
+        for index in 0..1_000 {
+            times.record(50_000, period_ms + index);
+        }
+        let now_ms = 2 * period_ms;
+        assert_eq!(
+            times.percentiles([0.5, 0.95, 0.995], now_ms),
+            Some([1_000, 1_000, 50_000])
+        );
     }
 
     #[test]
