@@ -117,13 +117,8 @@ impl PercentileSummary {
     /// The values at `fractions` (0.5 for the median) of the sampled values, by nearest rank;
     /// 0 before any value.
     pub fn percentiles<const N: usize>(&self, fractions: [f64; N]) -> [u64; N] {
-        let mut sorted = self.sample.clone();
-        sorted.sort_unstable();
-        fractions.map(|fraction| {
-            assert!((0.0..=1.0).contains(&fraction), "a fraction: {fraction}");
-            let rank = (fraction * sorted.len() as f64).ceil() as usize;
-            sorted.get(rank.saturating_sub(1)).copied().unwrap_or(0)
-        })
+        let unweighted = self.sample.iter().map(|&value| (value, 1.0)).collect();
+        nearest_ranks(unweighted, fractions).unwrap_or([0; N])
     }
 
     /// xorshift64*: plenty for picking sample slots.
@@ -148,7 +143,7 @@ const PERIOD_SAMPLES_MAX: usize = PERCENTILE_SAMPLES_MAX / QUANTILE_WINDOW_PERIO
 
 /// A Prometheus summary's values: the sum and count of every value, and percentiles of the
 /// last [`QUANTILE_WINDOW_MS`] only (between four fifths of it and all of it), so that a
-/// server that has run for months still shows this hour's latency in its quantiles. Each
+/// server that has run for months still shows its last minutes' latency in its quantiles. Each
 /// period of the window keeps a uniform sample of its own values; a percentile weighs each
 /// sampled value by the number of values it stands for, so a busy period counts for more
 /// than a quiet one, as its values do.
@@ -194,7 +189,7 @@ impl WindowedPercentiles {
         now_ms: u64,
     ) -> Option<[u64; N]> {
         let current = period_number(now_ms);
-        let mut weighted: Vec<(u64, f64)> = self
+        let weighted = self
             .periods
             .iter()
             .filter(|(period, _)| in_window(*period, current))
@@ -203,23 +198,33 @@ impl WindowedPercentiles {
                 values.sample.iter().map(move |&value| (value, weight))
             })
             .collect();
-        weighted.sort_unstable_by_key(|(value, _)| *value);
-        let weight_total: f64 = weighted.iter().map(|(_, weight)| weight).sum();
-        let &(largest, _) = weighted.last()?;
-        Some(fractions.map(|fraction| {
-            assert!((0.0..=1.0).contains(&fraction), "a fraction: {fraction}");
-            let rank = fraction * weight_total;
-            let mut below = 0.0;
-            weighted
-                .iter()
-                .find(|(_, weight)| {
-                    below += weight;
-                    below >= rank
-                })
-                // Rounding can leave the sum of the weights a hair under the total.
-                .map_or(largest, |(value, _)| *value)
-        }))
+        nearest_ranks(weighted, fractions)
     }
+}
+
+/// The values at `fractions` of `weighted` values (each standing for `weight` values), by
+/// nearest rank: the smallest value at or below which lies at least that fraction of the
+/// weight. `None` without a value.
+fn nearest_ranks<const N: usize>(
+    mut weighted: Vec<(u64, f64)>,
+    fractions: [f64; N],
+) -> Option<[u64; N]> {
+    weighted.sort_unstable_by_key(|(value, _)| *value);
+    let weight_total: f64 = weighted.iter().map(|(_, weight)| weight).sum();
+    let &(largest, _) = weighted.last()?;
+    Some(fractions.map(|fraction| {
+        assert!((0.0..=1.0).contains(&fraction), "a fraction: {fraction}");
+        let rank = fraction * weight_total;
+        let mut at_or_below = 0.0;
+        weighted
+            .iter()
+            .find(|(_, weight)| {
+                at_or_below += weight;
+                at_or_below >= rank
+            })
+            // Rounding can leave the running sum a hair under the total.
+            .map_or(largest, |(value, _)| *value)
+    }))
 }
 
 fn period_number(now_ms: u64) -> u64 {
