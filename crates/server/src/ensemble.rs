@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -171,8 +171,10 @@ struct PeerTraffic {
     queued_frames: AtomicU64,
     queued_bytes: AtomicU64,
     /// The connection the peer last dialled to this server (the one its messages arrive
-    /// on), and when it was accepted (wall clock ms).
-    inbound: Mutex<Option<(SocketAddr, i64)>>,
+    /// on), while it lasts.
+    inbound: Mutex<Option<Inbound>>,
+    /// Connections the peer has dialled to this server, to tell them apart.
+    inbound_accepted: AtomicU64,
     /// Woken when the peer dials this server: it is up, so a dial loop backing off from it
     /// tries again at once. Without this a restarted member waited up to the longest
     /// back-off for the others' messages to reach it.
@@ -191,6 +193,45 @@ impl PeerTraffic {
         self.queued_bytes
             .fetch_sub(frame_bytes as u64, Ordering::Relaxed);
     }
+
+    fn inbound(&self) -> MutexGuard<'_, Option<Inbound>> {
+        self.inbound
+            .lock()
+            .expect("the inbound connection's holders never panic")
+    }
+
+    /// Takes the connection from `address` as the one the peer now sends on; returns its
+    /// serial for [`PeerTraffic::end_inbound`].
+    fn accept_inbound(&self, address: SocketAddr) -> u64 {
+        let serial = self.inbound_accepted.fetch_add(1, Ordering::Relaxed);
+        *self.inbound() = Some(Inbound {
+            address,
+            accepted_wall_ms: wall_clock_ms(),
+            serial,
+        });
+        serial
+    }
+
+    /// The inbound connection `serial` ended: forgets it if it is still the peer's latest,
+    /// and says whether it was. One the peer has since replaced (a re-dial after a write
+    /// failed, whose old connection's end arrives late) says nothing about the peer, which
+    /// still talks on the newer one.
+    fn end_inbound(&self, serial: u64) -> bool {
+        let mut inbound = self.inbound();
+        let latest = inbound.is_some_and(|current| current.serial == serial);
+        if latest {
+            *inbound = None;
+        }
+        latest
+    }
+}
+
+/// A connection a peer dialled to this server.
+#[derive(Clone, Copy, Debug)]
+struct Inbound {
+    address: SocketAddr,
+    accepted_wall_ms: i64,
+    serial: u64,
 }
 
 /// Every other member's traffic, by id.
@@ -448,14 +489,11 @@ impl Ensemble {
 
     fn learner_report(&self, status: LearnerStatus) -> LearnerReport {
         let traffic = &self.traffic[&status.id];
-        let inbound = *traffic
-            .inbound
-            .lock()
-            .expect("the inbound address's holders never panic");
+        let inbound = *traffic.inbound();
         LearnerReport {
             status,
-            remote_address: inbound.map(|(address, _)| address),
-            established_wall_ms: inbound.map(|(_, accepted_wall_ms)| accepted_wall_ms),
+            remote_address: inbound.map(|inbound| inbound.address),
+            established_wall_ms: inbound.map(|inbound| inbound.accepted_wall_ms),
             frames_sent: traffic.frames_sent.load(Ordering::Relaxed),
             frames_received: traffic.frames_received.load(Ordering::Relaxed),
             queued_frames: traffic.queued_frames.load(Ordering::Relaxed),
@@ -1111,11 +1149,7 @@ async fn dial_loop(
         backoff_ms = backoff.first_ms;
         let _ = stream.set_nodelay(true);
         let mut writer = BufWriter::with_capacity(256 * 1024, stream);
-        let mut hello = Vec::with_capacity(13);
-        hello.extend_from_slice(HELLO_MAGIC);
-        hello.push(HELLO_VERSION);
-        hello.extend_from_slice(&me.to_be_bytes());
-        if writer.write_all(&hello).await.is_err() {
+        if writer.write_all(&hello(me)).await.is_err() {
             continue;
         }
         loop {
@@ -1177,6 +1211,15 @@ async fn write_frame(
     write_message(writer, &frame.parts, PEER_PIECE_BYTES_MAX).await?;
     traffic.frames_sent.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// What a connection between peers opens with: the protocol and the dialling server's id.
+fn hello(me: ServerId) -> [u8; 13] {
+    let mut hello = [0u8; 13];
+    hello[..4].copy_from_slice(HELLO_MAGIC);
+    hello[4] = HELLO_VERSION;
+    hello[5..].copy_from_slice(&me.to_be_bytes());
+    hello
 }
 
 /// Writes the message made of `parts` (one after the other) as pieces of at most
@@ -1319,13 +1362,12 @@ async fn read_peer(
             "a connection from this server itself",
         ));
     };
-    *traffic
-        .inbound
-        .lock()
-        .expect("the inbound address's holders never panic") = Some((address, wall_clock_ms()));
+    let serial = traffic.accept_inbound(address);
     traffic.dialled_in.notify_one();
     let result = read_frames(&mut stream, from, traffic, inbox).await;
-    let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
+    if traffic.end_inbound(serial) {
+        let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
+    }
     result
 }
 
@@ -1555,6 +1597,81 @@ mod tests {
         let wire = wire(&[&too_long], 8).await;
         let error = read_message(&mut &wire[..], SMALL).await.unwrap_err();
         assert!(error.to_string().contains("limit 20"), "{error}");
+    }
+
+    /// A connection to `address` that has said hello as server `me`.
+    async fn dialled_in_as(me: ServerId, address: SocketAddr) -> TcpStream {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream.write_all(&hello(me)).await.unwrap();
+        stream
+    }
+
+    async fn accepted_connections(traffic: &PeerTraffic, count: u64) {
+        while traffic.inbound_accepted.load(Ordering::Relaxed) < count {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Half-closes `stream` and waits until this server has closed its end: by then its
+    /// reader of that connection has said all it will.
+    async fn end_and_wait_for_close(mut stream: TcpStream) {
+        stream.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).await.unwrap();
+    }
+
+    /// A peer that dialled in again (after a write of its failed) while its old connection
+    /// lingered, and whose old connection then ends, is still connected: only the end of
+    /// its latest connection tells the protocol it is gone.
+    #[tokio::test]
+    async fn only_the_end_of_a_peers_latest_connection_disconnects_it() {
+        const GUARD: Duration = Duration::from_secs(30);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let traffic = Arc::new(PeerTraffic::default());
+        let traffics = Arc::new(PeerTraffics::from([(2, traffic.clone())]));
+        let (inbox, mut events) = mpsc::channel(16);
+        let accepting = tokio::spawn(accept_loop(listener, vec![1, 2], traffics, inbox));
+        let old = dialled_in_as(2, address).await;
+        tokio::time::timeout(GUARD, accepted_connections(&traffic, 1))
+            .await
+            .expect("the first connection is accepted");
+        let mut new = dialled_in_as(2, address).await;
+        tokio::time::timeout(GUARD, accepted_connections(&traffic, 2))
+            .await
+            .expect("the second connection is accepted");
+        tokio::time::timeout(GUARD, end_and_wait_for_close(old))
+            .await
+            .expect("the old connection is closed");
+        let ack = Message::Ack {
+            link: zoolog_zab::Link {
+                epoch: 1,
+                attempt: zoolog_zab::Attempt::default(),
+            },
+            position: 1,
+        };
+        write_message(&mut new, &Frame::of(&ack).parts, PEER_PIECE_BYTES_MAX)
+            .await
+            .unwrap();
+        let first = tokio::time::timeout(GUARD, events.recv()).await.unwrap();
+        assert!(
+            matches!(first, Some(PeerEvent::Message { from: 2, .. })),
+            "the old connection's end is not a disconnection"
+        );
+        assert!(
+            traffic.inbound().is_some(),
+            "the new connection is the peer's"
+        );
+        tokio::time::timeout(GUARD, end_and_wait_for_close(new))
+            .await
+            .expect("the new connection is closed");
+        let second = tokio::time::timeout(GUARD, events.recv()).await.unwrap();
+        assert!(matches!(second, Some(PeerEvent::Disconnected { peer: 2 })));
+        assert!(
+            traffic.inbound().is_none(),
+            "no connection from the peer is left"
+        );
+        accepting.abort();
     }
 
     /// A dial loop that waits an hour after a refusal, so only the peer's dialling in can
