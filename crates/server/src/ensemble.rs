@@ -1149,7 +1149,14 @@ async fn dial_loop(
         backoff_ms = backoff.first_ms;
         let _ = stream.set_nodelay(true);
         let mut writer = BufWriter::with_capacity(256 * 1024, stream);
-        if writer.write_all(&hello(me)).await.is_err() {
+        // Flushed at once: a peer drops a connection that has not said hello within 5 s,
+        // and this one may have nothing to say for longer (followers talk to each other
+        // only while there are writes).
+        let hello_sent = async {
+            writer.write_all(&hello(me)).await?;
+            writer.flush().await
+        };
+        if hello_sent.await.is_err() {
             continue;
         }
         loop {
@@ -1730,8 +1737,7 @@ mod tests {
             .await
             .expect("dialled again without waiting out the back-off")
             .unwrap();
-        // The hello goes out with the first message.
-        outbox.try_send(Frame::of(&ack)).unwrap();
+        // The hello goes out at once, before any message.
         let mut hello = [0u8; 13];
         tokio::time::timeout(GUARD, stream.read_exact(&mut hello))
             .await
