@@ -871,15 +871,23 @@ impl Zab {
             let outcome = match state {
                 PeerState::Looking if participant => {
                     let behind = round < election.round;
+                    // In our round, a vote worse than ours means the sender has not taken
+                    // ours (votes are ordered, it would have): it missed it, say because it
+                    // still followed the old leader when ours came and answered with that.
+                    // Waiting for one of us to resend cost an election retry interval.
+                    let missed_ours =
+                        round == election.round && election.vote.is_some_and(|mine| vote < mine);
                     let voters = Voters {
                         config: &self.config,
                         unreachable: &self.unreachable_peers,
                     };
                     let outcome =
                         election.receive_vote(voters, from, round, vote, own, self.now_ms);
-                    if behind {
+                    if behind || missed_ours {
                         let message = self.looking_vote_message();
                         self.send(from, message);
+                    }
+                    if behind {
                         return;
                     }
                     outcome
