@@ -2,8 +2,8 @@
 //! votes are ordered, so the sender would have taken ours had it heard it. It can miss it: a
 //! follower that receives a looking vote before it notices its leader is gone answers with
 //! that leader, and starts its own election without the vote. The two then met only at the
-//! next resend, an election retry interval later (a 55-64 ms leader kill in run 48 and in a
-//! 40-trial rerun, against about 9 ms for the others).
+//! next resend, an election retry interval later (a traced 64 ms leader kill in a 40-trial
+//! run, against about 9 ms for the others; run 48's 59 ms one fits it).
 
 mod common;
 
