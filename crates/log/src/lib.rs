@@ -20,7 +20,7 @@
 //!   even one without a local WAL (see its module docs).
 //!
 //! Framing, scanning and recovery decisions are pure functions over bytes (`record`,
-//! `recovery`, the snapshot image codec); the writer threads and `open` only move bytes
+//! `recovery`, the snapshot image codec); the writer thread and `open` only move bytes
 //! between those functions and the disk.
 
 mod error;
@@ -34,7 +34,6 @@ mod segment;
 mod single;
 mod snapshot;
 mod summary;
-mod writers;
 
 pub use error::{AppendError, LogError};
 pub use fsync_stats::{FsyncTimes, FSYNC_BUCKET_BOUNDS_US, FSYNC_WARNING_THRESHOLD_MS_DEFAULT};

@@ -3,7 +3,6 @@
 //! alike.
 
 use crate::error::LogError;
-use crate::writers::WRITERS_MAX;
 
 const MIB: usize = 1024 * 1024;
 
@@ -20,9 +19,6 @@ pub struct WalLimits {
     /// One write and one fsync cover at most this much.
     pub batch_entries_max: usize,
     pub batch_bytes_max: usize,
-    /// Batches being fdatasynced at once, at most: the log's writer threads, which take
-    /// turns writing batches (see `writers`). 1 writes and syncs one batch at a time.
-    pub syncs_in_flight_max: usize,
     /// ZooKeeper's autopurge.snapRetainCount (at least [`crate::SNAPSHOTS_RETAINED_MIN`]).
     pub snapshots_retained: usize,
     /// ZooKeeper's `fsync.warningthresholdms`: a sync slower than this is logged as a
@@ -39,7 +35,6 @@ impl Default for WalLimits {
             queue_bytes_max: 64 * MIB,
             batch_entries_max: 1024,
             batch_bytes_max: 8 * MIB,
-            syncs_in_flight_max: 2,
             snapshots_retained: 3,
             fsync_warning_threshold_ms: crate::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
         }
@@ -59,12 +54,6 @@ impl WalLimits {
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(LogError::InvalidConfig(format!(
                 "{name} must be greater than 0"
-            )));
-        }
-        if !(1..=WRITERS_MAX).contains(&self.syncs_in_flight_max) {
-            return Err(LogError::InvalidConfig(format!(
-                "syncs_in_flight_max {} must be between 1 and {WRITERS_MAX}",
-                self.syncs_in_flight_max
             )));
         }
         if self.entry_bytes_max > entry_bytes_format_max {

@@ -6,11 +6,10 @@
 //! The rule: damage that nothing intact follows, at the end of the last segment, is an
 //! unfinished write and is cut off; any other damage refuses to start. The strict side is
 //! chosen on purpose: an intact record after the damage may have been acknowledged, and
-//! silently dropping it would lose a committed entry. The price is that a power loss while
-//! the last batches were written (one, or as many as the log syncs at once: see
-//! `crate::writers`), if the disk persisted their pages out of order, also refuses to start;
-//! the message then tells the operator the exact `truncate` that discards only what follows
-//! the damage.
+//! silently dropping it would lose a committed entry. The price is that a power loss in the
+//! middle of one batch's write, if the disk persisted its pages out of order, also refuses to
+//! start; the message then tells the operator the exact `truncate` that discards only what
+//! follows the damage.
 
 use std::path::Path;
 

@@ -14,15 +14,14 @@
 //! invariants (a gap, truncating below a snapshot, epochs going backwards) are refused as
 //! caller bugs instead of being repaired.
 //!
-//! Writer threads take turns executing the operations in queue order (see `writers`):
-//! appends are drained into a batch, written and fdatasynced once, the next batch being
-//! written while that sync runs; completions are sent (as [`Durable`]) in append order, and
-//! all of them before any later truncation, epoch write or snapshot install runs, so a
-//! completion is always true when it is sent. With a sync delay (an ensemble's leader, whose
-//! followers make the commits) the writer first lets appends gather for up to that long.
-//! The blocking operations (truncate, epochs, install) wait for the writers; the task that
-//! receives [`Durable`]s must keep receiving meanwhile (or have dropped the receiver), since
-//! the writers wait for room in that bounded channel.
+//! One writer thread executes every operation in queue order: appends are drained into a
+//! batch and fdatasynced once, and their completion is sent (as [`Durable`]) before any
+//! later truncation, epoch write or snapshot install runs, so a completion is always true
+//! when it is sent. With a sync delay (an ensemble's leader, whose followers make the
+//! commits) the writer first lets appends gather for up to that long. The blocking
+//! operations (truncate, epochs, install) wait for the writer; the task that receives
+//! [`Durable`]s must keep receiving meanwhile (or have dropped the receiver), since the
+//! writer waits for room in that bounded channel.
 //!
 //! A record's payload is the entry's epoch (8 bytes, big endian) followed by the entry; the
 //! framing, checksums, segment files and recovery rules are those of [`crate::SingleLog`].
@@ -49,10 +48,9 @@ use crate::record::{scan_segment, RECORD_PAYLOAD_BYTES_MAX};
 use crate::recovery::segment_file_name;
 use crate::segment::{
     list_segments, purge_segments, read_snapshot_and_wal, truncate_file, ActiveSegment, ReadBack,
-    ReadTimes, SegmentFile, SegmentSync, SegmentWriter, READ_WINDOW_BYTES,
+    ReadTimes, SegmentFile, SegmentWriter, READ_WINDOW_BYTES,
 };
 use crate::snapshot::{SnapshotPayload, SnapshotSink, SnapshotStore};
-use crate::writers::{spawn_writers, Syncs, Turn, WriterCore};
 use crate::{LogStats, Position};
 
 /// Bytes the entry's epoch takes at the start of a record's payload.
@@ -151,22 +149,26 @@ struct Shared {
     sync_delay_us: AtomicU64,
     /// Set to end the writer's current (or next) sync delay at once.
     sync_asked: AtomicBool,
-    /// The writer threads, to wake the one in a sync delay.
-    writers: OnceLock<Vec<Thread>>,
-    fsync: Arc<FsyncStats>,
+    /// The writer thread, to wake it from a sync delay.
+    writer: OnceLock<Thread>,
+    fsync: FsyncStats,
+    failure: Mutex<Option<String>>,
 }
 
 impl Shared {
+    fn failure(&self) -> Option<String> {
+        lock(&self.failure).clone()
+    }
+
     /// Ends the writer's sync delay, or its next one if it is not in one.
     fn ask_sync(&self) {
         self.sync_asked.store(true, Ordering::Release);
         self.wake_writer();
     }
 
-    /// Wakes the writer that waits out a sync delay, if one does, to look again at why it
-    /// waits. The others, woken for nothing, park again.
+    /// Wakes the writer if it waits out a sync delay, to look again at why it waits.
     fn wake_writer(&self) {
-        for writer in self.writers.get().into_iter().flatten() {
+        if let Some(writer) = self.writer.get() {
             writer.unpark();
         }
     }
@@ -243,9 +245,8 @@ pub struct ReplicaLog {
     queue_bytes_max: usize,
     order: Mutex<Order>,
     queue: RwLock<Option<SyncSender<Op>>>,
-    writers: Mutex<Vec<JoinHandle<()>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
-    syncs: Arc<Syncs<Written>>,
     snapshots: SnapshotStore,
     /// Held by whoever deletes segments (purge, and the writer truncating or restarting),
     /// so a purge never deletes a segment the writer has just made the last one.
@@ -282,7 +283,7 @@ impl ReplicaLog {
         let shared = Arc::new(Shared {
             batch_entries_max: config.limits.batch_entries_max,
             batch_bytes_max: config.limits.batch_bytes_max,
-            fsync: Arc::new(FsyncStats::new(config.limits.fsync_warning_threshold_ms)),
+            fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
             ..Shared::default()
         });
         if recovered_tail.wal_last_position < snapshot_position && last_segment.is_some() {
@@ -312,33 +313,26 @@ impl ReplicaLog {
         let segments_lock = Arc::new(Mutex::new(()));
         let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
         let (durable_tx, durable_rx) = mpsc::channel(config.limits.queue_entries_max);
-        let writers = config.limits.syncs_in_flight_max;
-        let syncs = Arc::new(Syncs::new(
-            writers,
-            deliver_durable(Arc::clone(&shared), durable_tx),
-        ));
         let writer = Writer {
             segments: SegmentWriter::new(
                 config.wal_dir.clone(),
                 segment,
                 config.limits.segment_bytes_max,
-                writers,
-                Arc::clone(&shared.fsync),
-            )?,
+            ),
             next_position: last_position + 1,
             queue: queue_rx,
             held_over: None,
             catching_up: false,
+            durable: durable_tx,
+            consumer_gone: false,
             shared: Arc::clone(&shared),
             segments_lock: Arc::clone(&segments_lock),
         };
-        let handles = spawn_writers("zoolog-replica-writer", writer, &syncs)?;
-        let _ = shared.writers.set(
-            handles
-                .iter()
-                .map(|handle| handle.thread().clone())
-                .collect(),
-        );
+        let handle = std::thread::Builder::new()
+            .name("zoolog-replica-writer".into())
+            .spawn(move || writer.run())
+            .context(|| "spawn the replica WAL writer thread".to_string())?;
+        let _ = shared.writer.set(handle.thread().clone());
         tracing::info!(
             wal_dir = %config.wal_dir.display(),
             snapshot_position,
@@ -359,9 +353,8 @@ impl ReplicaLog {
                 epochs,
             }),
             queue: RwLock::new(Some(queue_tx)),
-            writers: Mutex::new(handles),
+            writer: Mutex::new(Some(handle)),
             shared,
-            syncs,
             snapshots,
             segments_lock,
             _dir_locks: dir_locks,
@@ -425,9 +418,6 @@ impl ReplicaLog {
         let Some(queue) = queue.as_ref() else {
             return Err(AppendError::Closed);
         };
-        if self.syncs.failed() {
-            return Err(AppendError::Failed);
-        }
         let count = entries.len();
         self.reserve_queued(count, bytes)?;
         match queue.try_send(Op::Append(entries)) {
@@ -656,15 +646,15 @@ impl ReplicaLog {
                 .take(),
         );
         self.shared.ask_sync();
-        let handles = std::mem::take(&mut *lock(&self.writers));
-        for handle in handles {
+        let handle = lock(&self.writer).take();
+        if let Some(handle) = handle {
             if handle.join().is_err() {
                 return Err(LogError::WriterFailed(
-                    "a replica writer thread panicked".into(),
+                    "the replica writer thread panicked".into(),
                 ));
             }
         }
-        match self.syncs.failure() {
+        match self.shared.failure() {
             Some(failure) => Err(LogError::WriterFailed(failure)),
             None => Ok(()),
         }
@@ -689,9 +679,6 @@ impl ReplicaLog {
             let Some(queue) = queue_guard.as_ref() else {
                 return Err(LogError::WriterFailed("the replica log is closed".into()));
             };
-            if self.syncs.failed() {
-                return Err(self.writer_gone());
-            }
             match queue.try_send(op) {
                 Ok(()) => {
                     update(&mut order);
@@ -715,7 +702,7 @@ impl ReplicaLog {
 
     fn writer_gone(&self) -> LogError {
         LogError::WriterFailed(
-            self.syncs
+            self.shared
                 .failure()
                 .unwrap_or_else(|| "the replica writer stopped".into()),
         )
@@ -852,7 +839,7 @@ fn write_epochs(wal_dir: &Path, epochs: ReplicaEpochs, stats: &FsyncStats) -> Re
     stats.timed_fsync(&wal_dir.display(), || fsync_dir(wal_dir))
 }
 
-/// A batch written, reported durable once synced.
+/// A batch written and synced, not yet reported durable.
 #[derive(Default)]
 struct Written {
     entries: usize,
@@ -860,89 +847,56 @@ struct Written {
     last: Option<Durable>,
 }
 
-/// Reports synced batches durable, counting them, until the consumer is gone.
-fn deliver_durable(
-    shared: Arc<Shared>,
-    durable: mpsc::Sender<Durable>,
-) -> impl FnMut(Written) + Send + 'static {
-    let mut consumer_gone = false;
-    move |written: Written| {
-        let Some(last) = written.last else {
-            return;
-        };
-        shared
-            .entries_durable
-            .fetch_add(written.entries as u64, Ordering::Relaxed);
-        shared.batches_durable.fetch_add(1, Ordering::Relaxed);
-        if !consumer_gone && durable.blocking_send(last).is_err() {
-            tracing::debug!("the Durable receiver is gone; entries stay durable but unreported");
-            consumer_gone = true;
-        }
-    }
-}
-
-/// What the replica's writer threads take turns at: they carry out the operations in queue
-/// order, and an operation other than an append runs only once every append before it is
-/// reported durable.
+/// The one thread that writes the replica's WAL and epochs, in queue order.
 struct Writer {
     segments: SegmentWriter,
     next_position: Position,
+    /// Declared before `durable` so that, when a failed writer is dropped, operations
+    /// already fail by the time the consumer sees its channel end.
     queue: QueueReceiver<Op>,
     /// An operation taken from the queue that ended the previous batch.
     held_over: Option<Op>,
     /// Whether the last batch was full: the next one is written without a sync delay.
     catching_up: bool,
+    durable: mpsc::Sender<Durable>,
+    consumer_gone: bool,
     shared: Arc<Shared>,
     segments_lock: Arc<Mutex<()>>,
 }
 
-impl WriterCore for Writer {
-    type Done = Written;
-    type Sync = SegmentSync;
-
-    fn take_turn(
-        &mut self,
-        writer: usize,
-        syncs: &Syncs<Written>,
-    ) -> Result<Turn<Written, SegmentSync>, LogError> {
-        let Some(op) = self.next_op() else {
-            return Ok(Turn::Stop);
-        };
-        let (carried, done) = match op {
-            Op::Append(entries) => return self.append(entries, writer, syncs),
-            Op::Truncate { after, done } => (
-                syncs.settle().and_then(|()| self.truncate_after(after)),
-                done,
-            ),
-            Op::PersistEpochs { epochs, done } => (
-                syncs.settle().and_then(|()| {
-                    write_epochs(self.segments.wal_dir(), epochs, &self.shared.fsync)
-                }),
-                done,
-            ),
-            Op::RestartAfterSnapshot { position, done } => (
-                syncs
-                    .settle()
-                    .and_then(|()| self.restart_after_snapshot(position)),
-                done,
-            ),
-        };
-        // The caller may have given up waiting for the reply; nothing to do then.
-        Ok(match carried {
-            Ok(()) => {
-                let _ = done.send(Ok(()));
-                Turn::Carried
-            }
-            Err(error) => {
-                syncs.fail(&error);
-                let _ = done.send(Err(error));
-                Turn::Stop
-            }
-        })
-    }
-}
-
 impl Writer {
+    fn run(mut self) {
+        while let Some(op) = self.next_op() {
+            let (result, done) = match op {
+                Op::Append(entries) => (self.append(entries), None),
+                Op::Truncate { after, done } => (self.truncate_after(after), Some(done)),
+                Op::PersistEpochs { epochs, done } => (
+                    write_epochs(self.segments.wal_dir(), epochs, &self.shared.fsync),
+                    Some(done),
+                ),
+                Op::RestartAfterSnapshot { position, done } => {
+                    (self.restart_after_snapshot(position), Some(done))
+                }
+            };
+            match result {
+                Ok(()) => {
+                    if let Some(done) = done {
+                        // The caller may have given up waiting; nothing to do then.
+                        let _ = done.send(Ok(()));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "replica WAL write failed; the log stops");
+                    *lock(&self.shared.failure) = Some(error.to_string());
+                    if let Some(done) = done {
+                        let _ = done.send(Err(error));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
     /// The held-over operation, else the next one queued. Queue budgets are given back
     /// when an append leaves the queue, once (a held-over append already gave them back).
     fn next_op(&mut self) -> Option<Op> {
@@ -988,25 +942,18 @@ impl Writer {
     }
 
     /// Writes `first` and the appends queued behind it, after the sync delay if there is
-    /// one, for writer thread `writer` to sync.
-    fn append(
-        &mut self,
-        first: Vec<ReplicaEntry>,
-        writer: usize,
-        syncs: &Syncs<Written>,
-    ) -> Result<Turn<Written, SegmentSync>, LogError> {
+    /// one, syncs them and reports them durable.
+    fn append(&mut self, first: Vec<ReplicaEntry>) -> Result<(), LogError> {
         let delay_us = self.shared.sync_delay_us.load(Ordering::Relaxed);
         if delay_us > 0 && !self.catching_up {
             self.wait_for_more(first.len(), Duration::from_micros(delay_us));
         }
         let batch = self.gather_batch(first);
-        let (written, sync) = self.write_batch(batch, writer, syncs)?;
+        let written = self.write_batch(batch)?;
         self.catching_up = matches!(self.held_over, Some(Op::Append(_)))
             || self.shared.fills_batch(written.entries, written.bytes);
-        Ok(Turn::Written {
-            sync,
-            done: written,
-        })
+        self.report_durable(written);
+        Ok(())
     }
 
     /// Waits up to `delay` for more appends to queue behind the `taken` entries already off
@@ -1026,13 +973,8 @@ impl Writer {
         }
     }
 
-    /// Writes a batch to the active segment; returns it with its sync.
-    fn write_batch(
-        &mut self,
-        batch: Vec<Vec<ReplicaEntry>>,
-        writer: usize,
-        syncs: &Syncs<Written>,
-    ) -> Result<(Written, Option<SegmentSync>), LogError> {
+    /// Writes a batch to the active segment and fdatasyncs it.
+    fn write_batch(&mut self, batch: Vec<Vec<ReplicaEntry>>) -> Result<Written, LogError> {
         let mut written = Written::default();
         for entry in batch.iter().flatten() {
             assert_eq!(
@@ -1040,8 +982,11 @@ impl Writer {
                 "replica appends continue the log"
             );
             let epoch = entry.epoch.to_be_bytes();
-            self.segments
-                .push(entry.position, &[&epoch, &entry.payload], || syncs.settle())?;
+            self.segments.push(
+                entry.position,
+                &[&epoch, &entry.payload],
+                &self.shared.fsync,
+            )?;
             self.next_position += 1;
             written.entries += 1;
             written.bytes += entry.payload.len();
@@ -1050,8 +995,24 @@ impl Writer {
                 epoch: entry.epoch,
             });
         }
-        let sync = self.segments.write(writer)?;
-        Ok((written, sync))
+        self.segments.write_and_sync(&self.shared.fsync)?;
+        Ok(written)
+    }
+
+    /// Reports synced entries durable. Held_over is not yet run: the completion goes out
+    /// while it is still true.
+    fn report_durable(&mut self, written: Written) {
+        let Some(durable) = written.last else {
+            return;
+        };
+        self.shared
+            .entries_durable
+            .fetch_add(written.entries as u64, Ordering::Relaxed);
+        self.shared.batches_durable.fetch_add(1, Ordering::Relaxed);
+        if !self.consumer_gone && self.durable.blocking_send(durable).is_err() {
+            tracing::debug!("the Durable receiver is gone; entries stay durable but unreported");
+            self.consumer_gone = true;
+        }
     }
 
     /// Deletes later segments from the highest down, each deletion durable before the next
@@ -1108,7 +1069,7 @@ impl Writer {
             // Every segment started after `after`: those entries live only in a snapshot.
             None => ActiveSegment::create(&wal_dir, after + 1, &self.shared.fsync)?,
         };
-        self.segments.restart(segment)?;
+        self.segments.restart(segment);
         self.next_position = after + 1;
         tracing::info!(
             after,
@@ -1130,7 +1091,7 @@ impl Writer {
         let wal_dir = self.segments.wal_dir().to_path_buf();
         remove_all_segments(&wal_dir, &self.shared.fsync)?;
         let segment = ActiveSegment::create(&wal_dir, position + 1, &self.shared.fsync)?;
-        self.segments.restart(segment)?;
+        self.segments.restart(segment);
         self.next_position = position + 1;
         tracing::info!(
             position,

@@ -24,20 +24,10 @@
 //! reclaims page cache unused for about a minute (DAMON), members that had run for a few
 //! minutes did that in about two of every five batches under one create worker: a disk read
 //! ahead of the batch's fdatasync, for the record's page of a recycled segment.
-//!
-//! A batch may be written while the batch before it is still being synced (see
-//! [`crate::writers`]). That needs nothing more of the files: the later write rewrites the
-//! earlier batch's last page with the same bytes for the earlier records, so whatever the
-//! earlier sync writes back of that page holds them intact, and an fdatasync makes durable
-//! everything written to the file before it began. The disk may then keep the later batch's
-//! pages and lose the earlier one's, but only in a crash before the earlier sync returned,
-//! and completions are delivered in write order, so neither batch was reported: recovery
-//! cuts (or refuses, see [`crate::recovery`]) that tail as it would one torn batch.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{IoContext, LogError};
@@ -381,47 +371,30 @@ impl ActiveSegment {
 
 /// Encodes records into a buffer and writes them to the active segment, rolling to a new
 /// segment before a record would take it past `segment_bytes_max`. Nothing is durable until
-/// the [`SegmentSync`] that [`SegmentWriter::write`] returns has run.
+/// [`SegmentWriter::write_and_sync`] returns.
 #[derive(Debug)]
 pub(crate) struct SegmentWriter {
     wal_dir: PathBuf,
     segment: ActiveSegment,
-    /// The active segment opened once more for each writer thread: concurrent fdatasyncs
-    /// each need an open file description of their own, since the kernel reports a failed
-    /// writeback once per open file description, to whichever sync asks first.
-    sync_files: Vec<Arc<File>>,
-    segment_path: Arc<Path>,
     segment_bytes_max: u64,
     /// The next write: the segment's bytes from the start of the page where its records end
-    /// (`written_bytes` of them, already written), then the encoded records not yet
+    /// (`written_bytes` of them, already durable), then the encoded records not yet
     /// written. Bounded by one batch plus one record and a page.
     buffer: Vec<u8>,
     written_bytes: usize,
-    stats: Arc<FsyncStats>,
 }
 
 impl SegmentWriter {
-    /// A writer for `writers` threads that take turns at it (see [`crate::writers`]).
-    pub fn new(
-        wal_dir: PathBuf,
-        segment: ActiveSegment,
-        segment_bytes_max: u64,
-        writers: usize,
-        stats: Arc<FsyncStats>,
-    ) -> Result<Self, LogError> {
-        assert!(writers > 0, "a segment has a writer");
+    pub fn new(wal_dir: PathBuf, segment: ActiveSegment, segment_bytes_max: u64) -> Self {
         let mut writer = SegmentWriter {
             wal_dir,
-            sync_files: open_sync_files(&segment.path, writers)?,
-            segment_path: Arc::from(segment.path.as_path()),
             segment,
             segment_bytes_max,
             buffer: Vec::new(),
             written_bytes: 0,
-            stats,
         };
         writer.start_at_last_page();
-        Ok(writer)
+        writer
     }
 
     /// Makes the active segment's last page the start of the next write.
@@ -438,25 +411,21 @@ impl SegmentWriter {
         &self.wal_dir
     }
 
-    /// Buffers the record for `position` whose payload is `parts` concatenated. When the
-    /// active segment cannot take it, first waits for the syncs in flight (`settle`), makes
-    /// what this segment has durable and starts a segment at `position`: the segments before
-    /// the last must be whole on disk (see [`crate::recovery`]).
+    /// Buffers the record for `position` whose payload is `parts` concatenated; when the
+    /// active segment cannot take it, first makes what it has durable and starts a segment
+    /// at `position`.
     pub fn push(
         &mut self,
         position: Position,
         parts: &[&[u8]],
-        settle: impl FnOnce() -> Result<(), LogError>,
+        stats: &FsyncStats,
     ) -> Result<(), LogError> {
         let payload_bytes = parts.iter().map(|part| part.len()).sum();
         if self.segment_cannot_take(encoded_len(payload_bytes)) {
-            settle()?;
-            if let Some(sync) = self.write(0)? {
-                sync.run()?;
-            }
+            self.write_and_sync(stats)?;
             self.cut_stale_end()?;
-            let segment = ActiveSegment::create(&self.wal_dir, position, &self.stats)?;
-            self.restart(segment)?;
+            self.segment = ActiveSegment::create(&self.wal_dir, position, stats)?;
+            self.start_at_last_page();
         }
         encode_record_parts(position, parts, &mut self.buffer);
         Ok(())
@@ -483,12 +452,11 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Writes the buffered records, covering whole pages (see the module's doc), and returns
-    /// the fdatasync that makes them durable, on the file description of writer thread
-    /// `writer`; `None` when nothing was buffered.
-    pub fn write(&mut self, writer: usize) -> Result<Option<SegmentSync>, LogError> {
+    /// Writes the buffered records and fdatasyncs them: one sync for the whole batch. The
+    /// write covers whole pages (see the module's doc).
+    pub fn write_and_sync(&mut self, stats: &FsyncStats) -> Result<(), LogError> {
         if self.unwritten_bytes() == 0 {
-            return Ok(None);
+            return Ok(());
         }
         let page_start = self.segment.bytes - self.written_bytes as u64;
         assert_eq!(
@@ -507,63 +475,30 @@ impl SegmentWriter {
             .context(|| format!("write {}", path.display()));
         self.buffer.truncate(records_end);
         written?;
+        let file = &self.segment.file;
+        stats.timed_fsync(&path.display(), || {
+            file.sync_data()
+                .context(|| format!("fdatasync {}", path.display()))
+        })?;
         self.segment.bytes = page_start + records_end as u64;
         self.buffer.drain(..records_end - records_end % PAGE_BYTES);
         self.written_bytes = self.buffer.len();
-        Ok(Some(SegmentSync {
-            file: Arc::clone(&self.sync_files[writer]),
-            path: Arc::clone(&self.segment_path),
-            stats: Arc::clone(&self.stats),
-        }))
+        Ok(())
     }
 
-    /// Continues in another segment: a new one, or the one a truncation or a snapshot install
-    /// left after rewriting the segment files underneath this writer.
+    /// Continues in another segment, after a truncation or a snapshot install rewrote the
+    /// segment files underneath this writer.
     ///
     /// # Panics
     /// If records are buffered: they would land in the wrong file.
-    pub fn restart(&mut self, segment: ActiveSegment) -> Result<(), LogError> {
+    pub fn restart(&mut self, segment: ActiveSegment) {
         assert_eq!(
             self.unwritten_bytes(),
             0,
             "a segment writer restarts only with nothing buffered"
         );
-        self.sync_files = open_sync_files(&segment.path, self.sync_files.len())?;
-        self.segment_path = Arc::from(segment.path.as_path());
         self.segment = segment;
         self.start_at_last_page();
-        Ok(())
-    }
-}
-
-/// `path` opened once for each of `writers` threads.
-fn open_sync_files(path: &Path, writers: usize) -> Result<Vec<Arc<File>>, LogError> {
-    (0..writers)
-        .map(|_| {
-            OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map(Arc::new)
-                .context(|| format!("open {} to sync it", path.display()))
-        })
-        .collect()
-}
-
-/// The fdatasync of one write, which its writer thread runs after letting go of the
-/// [`SegmentWriter`], so the next batch can be written meanwhile.
-pub(crate) struct SegmentSync {
-    file: Arc<File>,
-    path: Arc<Path>,
-    stats: Arc<FsyncStats>,
-}
-
-impl SegmentSync {
-    pub fn run(self) -> Result<(), LogError> {
-        let SegmentSync { file, path, stats } = self;
-        stats.timed_fsync(&path.display(), || {
-            file.sync_data()
-                .context(|| format!("fdatasync {}", path.display()))
-        })
     }
 }
 

@@ -1,10 +1,9 @@
 //! The standalone ordering layer: one process, a local WAL, group commit.
 //!
-//! Appenders push onto a bounded queue; a writer thread drains what is queued into a batch,
-//! writes it, does one fdatasync for the whole batch and only then publishes it as committed.
-//! Writer threads take turns (see `writers`): while one syncs its batch the next writes the
-//! next batch; batches are published in write order. The writer holding the turn is the only
-//! thing that assigns positions, so positions follow queue order, which is append order.
+//! Appenders push onto a bounded queue; one writer thread drains what is queued into a
+//! batch, writes it, does one fdatasync for the whole batch and only then publishes it as
+//! committed. The writer is the only thing that assigns positions, so positions follow queue
+//! order, which is append order.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,18 +16,16 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::error::{AppendError, LogError};
+use crate::error::{AppendError, IoContext, LogError};
 use crate::fsutil::{create_and_lock_dirs, DirLock};
 use crate::fsync_stats::{FsyncStats, FsyncTimes};
 use crate::limits::WalLimits;
 use crate::record::RECORD_PAYLOAD_BYTES_MAX;
 use crate::recovery::RecoveredTail;
 use crate::segment::{
-    purge_segments, read_snapshot_and_wal, ActiveSegment, ReadBack, ReadTimes, SegmentSync,
-    SegmentWriter,
+    purge_segments, read_snapshot_and_wal, ActiveSegment, ReadBack, ReadTimes, SegmentWriter,
 };
 use crate::snapshot::{SnapshotPayload, SnapshotSink, SnapshotStore};
-use crate::writers::{spawn_writers, Syncs, Turn, WriterCore};
 use crate::{CommittedBatch, OrderingLayer, Position};
 
 /// Where the log lives and the limits of every queue and buffer in it.
@@ -101,7 +98,17 @@ struct Shared {
     queued_bytes: AtomicUsize,
     entries_committed: AtomicU64,
     batches_committed: AtomicU64,
-    fsync: Arc<FsyncStats>,
+    fsync: FsyncStats,
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
 }
 
 /// The standalone ordering layer. See the module docs for how group commit works.
@@ -115,9 +122,8 @@ pub struct SingleLog {
     entry_bytes_max: usize,
     queue_bytes_max: usize,
     queue: RwLock<Option<SyncSender<Bytes>>>,
-    writers: Mutex<Vec<JoinHandle<()>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
-    syncs: Arc<Syncs<CommittedBatch>>,
     snapshots: SnapshotStore,
     /// Serialises purges, so a timer purge and a post-snapshot purge never race to delete
     /// the same segment.
@@ -164,7 +170,7 @@ impl SingleLog {
         }
 
         let shared = Arc::new(Shared {
-            fsync: Arc::new(FsyncStats::new(config.limits.fsync_warning_threshold_ms)),
+            fsync: FsyncStats::new(config.limits.fsync_warning_threshold_ms),
             ..Shared::default()
         });
         shared
@@ -176,7 +182,7 @@ impl SingleLog {
             committed_position + 1,
             &shared.fsync,
         )?;
-        let (handles, syncs, queue_tx, committed_rx) =
+        let (handle, queue_tx, committed_rx) =
             Writer::spawn(&config, segment, committed_position, Arc::clone(&shared))?;
         tracing::info!(
             wal_dir = %config.wal_dir.display(),
@@ -190,9 +196,8 @@ impl SingleLog {
             entry_bytes_max: config.limits.entry_bytes_max,
             queue_bytes_max: config.limits.queue_bytes_max,
             queue: RwLock::new(Some(queue_tx)),
-            writers: Mutex::new(handles),
+            writer: Mutex::new(Some(handle)),
             shared,
-            syncs,
             snapshots,
             purge_lock: Mutex::new(()),
             _dir_locks: dir_locks,
@@ -272,18 +277,17 @@ impl SingleLog {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .take(),
         );
-        let handles = std::mem::take(
-            &mut *self
-                .writers
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        );
-        for handle in handles {
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(handle) = handle {
             if handle.join().is_err() {
-                return Err(LogError::WriterFailed("a writer thread panicked".into()));
+                return Err(LogError::WriterFailed("the writer thread panicked".into()));
             }
         }
-        match self.syncs.failure() {
+        match self.shared.failure() {
             Some(failure) => Err(LogError::WriterFailed(failure)),
             None => Ok(()),
         }
@@ -322,9 +326,6 @@ impl OrderingLayer for SingleLog {
         let Some(queue) = queue.as_ref() else {
             return Err(AppendError::Closed);
         };
-        if self.syncs.failed() {
-            return Err(AppendError::Failed);
-        }
         self.reserve_queue_bytes(entry_bytes)?;
         queue.try_send(entry).map_err(|error| {
             self.shared
@@ -350,56 +351,31 @@ impl Drop for SingleLog {
     }
 }
 
-/// What the writer threads take turns at: the queue and the WAL; the turn's holder assigns
-/// positions.
+/// The one thread that writes the WAL and assigns positions.
 struct Writer {
     segments: SegmentWriter,
     next_position: Position,
     batch_entries_max: usize,
     batch_bytes_max: usize,
+    /// Declared before `committed` so that, when a failed writer is dropped, appends already
+    /// fail by the time the apply loop sees its channel end.
     queue: QueueReceiver<Bytes>,
     /// An entry taken from the queue that did not fit the previous batch.
     held_over: Option<Bytes>,
+    committed: mpsc::Sender<CommittedBatch>,
+    apply_loop_gone: bool,
     shared: Arc<Shared>,
 }
 
 type WriterChannels = (
-    Vec<JoinHandle<()>>,
-    Arc<Syncs<CommittedBatch>>,
+    JoinHandle<()>,
     SyncSender<Bytes>,
     mpsc::Receiver<CommittedBatch>,
 );
 
-impl WriterCore for Writer {
-    type Done = CommittedBatch;
-    type Sync = SegmentSync;
-
-    fn take_turn(
-        &mut self,
-        writer: usize,
-        syncs: &Syncs<CommittedBatch>,
-    ) -> Result<Turn<CommittedBatch, SegmentSync>, LogError> {
-        let Some(entries) = self.next_batch() else {
-            return Ok(Turn::Stop);
-        };
-        let mut committed = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let position = self.next_position;
-            self.segments.push(position, &[&entry], || syncs.settle())?;
-            committed.push((position, entry));
-            self.next_position = position + 1;
-        }
-        Ok(Turn::Written {
-            sync: self.segments.write(writer)?,
-            done: CommittedBatch::new(committed),
-        })
-    }
-}
-
 impl Writer {
-    /// Starts the writers after `committed_position`; returns their threads, what they
-    /// deliver through, the sending end of their queue and the receiving end of their
-    /// committed batches.
+    /// Starts the writer after `committed_position`; returns its thread, the sending end of
+    /// its queue and the receiving end of its committed batches.
     fn spawn(
         config: &SingleLogConfig,
         segment: ActiveSegment,
@@ -408,28 +384,43 @@ impl Writer {
     ) -> Result<WriterChannels, LogError> {
         let (queue_tx, queue_rx) = sync_channel(config.limits.queue_entries_max);
         let (committed_tx, committed_rx) = mpsc::channel(config.committed_batches_max);
-        let writers = config.limits.syncs_in_flight_max;
-        let syncs = Arc::new(Syncs::new(
-            writers,
-            publish(Arc::clone(&shared), committed_tx),
-        ));
         let writer = Writer {
             segments: SegmentWriter::new(
                 config.wal_dir.clone(),
                 segment,
                 config.limits.segment_bytes_max,
-                writers,
-                Arc::clone(&shared.fsync),
-            )?,
+            ),
             next_position: committed_position + 1,
             batch_entries_max: config.limits.batch_entries_max,
             batch_bytes_max: config.limits.batch_bytes_max,
             queue: queue_rx,
             held_over: None,
+            committed: committed_tx,
+            apply_loop_gone: false,
             shared,
         };
-        let handles = spawn_writers("zoolog-wal-writer", writer, &syncs)?;
-        Ok((handles, syncs, queue_tx, committed_rx))
+        let handle = std::thread::Builder::new()
+            .name("zoolog-wal-writer".into())
+            .spawn(move || writer.run())
+            .context(|| "spawn the WAL writer thread".to_string())?;
+        Ok((handle, queue_tx, committed_rx))
+    }
+
+    fn run(mut self) {
+        while let Some(entries) = self.next_batch() {
+            match self.write_batch(entries) {
+                Ok(batch) => self.publish(batch),
+                Err(error) => {
+                    tracing::error!(%error, "WAL write failed; the log stops accepting entries");
+                    *self
+                        .shared
+                        .failure
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error.to_string());
+                    return;
+                }
+            }
+        }
     }
 
     fn take_from_queue(&self, entry: Bytes) -> Bytes {
@@ -462,16 +453,23 @@ impl Writer {
         }
         Some(entries)
     }
-}
 
-/// Publishes synced batches as committed, counting them, until the apply loop is gone.
-fn publish(
-    shared: Arc<Shared>,
-    committed: mpsc::Sender<CommittedBatch>,
-) -> impl FnMut(CommittedBatch) + Send + 'static {
-    let mut apply_loop_gone = false;
-    move |batch: CommittedBatch| {
-        let previous = shared
+    fn write_batch(&mut self, entries: Vec<Bytes>) -> Result<CommittedBatch, LogError> {
+        let mut committed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let position = self.next_position;
+            self.segments
+                .push(position, &[&entry], &self.shared.fsync)?;
+            committed.push((position, entry));
+            self.next_position = position + 1;
+        }
+        self.segments.write_and_sync(&self.shared.fsync)?;
+        Ok(CommittedBatch::new(committed))
+    }
+
+    fn publish(&mut self, batch: CommittedBatch) {
+        let previous = self
+            .shared
             .committed_position
             .swap(batch.last_position(), Ordering::AcqRel);
         assert_eq!(
@@ -479,18 +477,20 @@ fn publish(
             previous + 1,
             "committed positions must follow each other without gaps"
         );
-        shared
+        self.shared
             .entries_committed
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        shared.batches_committed.fetch_add(1, Ordering::Relaxed);
-        if apply_loop_gone {
+        self.shared
+            .batches_committed
+            .fetch_add(1, Ordering::Relaxed);
+        if self.apply_loop_gone {
             return;
         }
-        if committed.blocking_send(batch).is_err() {
+        if self.committed.blocking_send(batch).is_err() {
             tracing::debug!(
                 "the committed-batch receiver is gone; entries stay durable but unpublished"
             );
-            apply_loop_gone = true;
+            self.apply_loop_gone = true;
         }
     }
 }

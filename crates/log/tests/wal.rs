@@ -293,8 +293,8 @@ fn many_concurrent_appenders_share_fsyncs() {
     let total = APPENDERS * PER_APPENDER;
     let root = tempfile::tempdir().unwrap();
     let mut config = config(root.path());
-    // With one slot for published batches and nobody receiving yet, the writers stall after
-    // a few batches, so the appends below pile up in the queue whatever the timing.
+    // With one slot for published batches and nobody receiving yet, the writer stalls after
+    // at most two batches, so the appends below pile up in the queue whatever the timing.
     config.committed_batches_max = 1;
     config.limits.queue_entries_max = total;
     config.limits.batch_entries_max = 512;
@@ -481,15 +481,7 @@ fn invalid_configuration_is_refused() {
     config.limits.snapshots_retained = 3;
     config.limits.batch_entries_max = 0;
     assert!(matches!(
-        SingleLog::open(config.clone()),
+        SingleLog::open(config),
         Err(LogError::InvalidConfig(_))
     ));
-    config.limits.batch_entries_max = 1;
-    for syncs_in_flight_max in [0, 9] {
-        config.limits.syncs_in_flight_max = syncs_in_flight_max;
-        assert!(matches!(
-            SingleLog::open(config.clone()),
-            Err(LogError::InvalidConfig(_))
-        ));
-    }
 }
