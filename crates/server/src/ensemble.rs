@@ -84,6 +84,10 @@ const LEADER_SYNC_DELAY: Duration = Duration::from_millis(3);
 /// waits, down to 300 µs, made the leader sync nearly as often as without a delay: the two
 /// followers' acknowledgements are often that far apart.
 const COMMIT_STALL: Duration = Duration::from_millis(1);
+/// The most entries the protocol's in-memory log makes room for at start
+/// ([`ZabConfig::history_entries_reserved`], snapCount up to this): 56 MiB of address space;
+/// a larger snapCount grows it beyond.
+const HISTORY_ENTRIES_RESERVED_MAX: usize = 1 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
 /// 2: `Propose` says which forwards the leader has received. A peer of another version is
 /// refused at its hello rather than misread.
@@ -563,6 +567,10 @@ fn zab_config(config: &ServerConfig, ensemble: &EnsembleConfig, me: u64) -> ZabC
     zab.election_finalize_ms = 20;
     // What is in flight waits in a log writer's queue (see `Driver::held_appends`).
     zab.in_flight_bytes_max = config.wal_limits().queue_bytes_max as u64;
+    zab.history_entries_reserved = usize::try_from(config.entries_per_snapshot)
+        .map_or(HISTORY_ENTRIES_RESERVED_MAX, |entries| {
+            entries.min(HISTORY_ENTRIES_RESERVED_MAX)
+        });
     zab.incarnation = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_micros() as u64);
@@ -1425,6 +1433,36 @@ mod tests {
             }
         );
         own_sync
+    }
+
+    #[test]
+    fn the_protocols_log_makes_room_for_a_snapshot_interval_up_to_a_bound() {
+        let member = crate::config::PeerConfig {
+            host: "127.0.0.1".into(),
+            quorum_port: 2888,
+            election_port: 3888,
+            observer: false,
+            client_address: None,
+        };
+        let ensemble = EnsembleConfig {
+            members: [(1, member)].into_iter().collect(),
+            init_limit: 10,
+            sync_limit: 5,
+            observer: false,
+        };
+        let mut config = ServerConfig {
+            entries_per_snapshot: 100_000,
+            ..ServerConfig::default()
+        };
+        assert_eq!(
+            zab_config(&config, &ensemble, 1).history_entries_reserved,
+            100_000
+        );
+        config.entries_per_snapshot = u64::MAX;
+        assert_eq!(
+            zab_config(&config, &ensemble, 1).history_entries_reserved,
+            HISTORY_ENTRIES_RESERVED_MAX
+        );
     }
 
     #[test]

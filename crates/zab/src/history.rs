@@ -6,6 +6,11 @@
 //! A saved snapshot lets the entries it covers go, but not all at once: dropping a whole
 //! snapCount of payloads in one step stalled the protocol task for milliseconds, which every
 //! request in flight saw as tail latency. They are dropped a bounded number per input instead.
+//!
+//! Growing is no better: a queue that doubles moves every entry into new memory, and on a
+//! fresh member the protocol task stalled 3–34 ms at each power-of-two position, every member
+//! at once (bench/README, thirtieth session). So the queues start with room for the entries a
+//! snapshot interval brings (`reserved`), which costs address space, not memory, until used.
 
 use std::collections::VecDeque;
 
@@ -13,6 +18,8 @@ use crate::{Entry, Epoch, Position};
 
 #[derive(Debug, Clone)]
 pub(crate) struct History {
+    /// Entries the queues have room for from the start (and after a reset).
+    reserved: usize,
     base: Position,
     base_epoch: Epoch,
     entries: VecDeque<Entry>,
@@ -25,12 +32,13 @@ pub(crate) struct History {
 }
 
 impl History {
-    pub fn new(base: Position, base_epoch: Epoch) -> History {
+    pub fn new(base: Position, base_epoch: Epoch, reserved: usize) -> History {
         History {
+            reserved,
             base,
             base_epoch,
-            entries: VecDeque::new(),
-            bytes_through: VecDeque::new(),
+            entries: VecDeque::with_capacity(reserved),
+            bytes_through: VecDeque::with_capacity(reserved),
             base_bytes: 0,
             trim_target: base,
         }
@@ -134,7 +142,7 @@ impl History {
 
     /// Forgets everything: the state is now the snapshot at `base`.
     pub fn reset(&mut self, base: Position, base_epoch: Epoch) {
-        *self = History::new(base, base_epoch);
+        *self = History::new(base, base_epoch, self.reserved);
     }
 
     /// Lets the entries a snapshot at `position` covers go, by later [`History::trim_step`]s.
@@ -186,8 +194,23 @@ mod tests {
     }
 
     #[test]
+    fn the_reserved_entries_fit_without_growing_before_and_after_a_reset() {
+        let mut history = History::new(0, 0, 1000);
+        let fits = |history: &History| {
+            history.entries.capacity() >= 1000 && history.bytes_through.capacity() >= 1000
+        };
+        assert!(fits(&history));
+        for position in 1..=1000 {
+            history.append(entry(position, 1));
+        }
+        assert!(fits(&history));
+        history.reset(5000, 2);
+        assert!(fits(&history), "a snapshot install keeps the room");
+    }
+
+    #[test]
     fn trimming_keeps_the_epoch_of_the_new_base() {
-        let mut history = History::new(0, 0);
+        let mut history = History::new(0, 0, 0);
         for position in 1..=5 {
             history.append(entry(position, if position < 4 { 1 } else { 2 }));
         }
@@ -208,7 +231,7 @@ mod tests {
 
     #[test]
     fn byte_counts_follow_appends_trims_and_truncations() {
-        let mut history = History::new(0, 0);
+        let mut history = History::new(0, 0, 0);
         for (position, bytes) in [(1, 10), (2, 20), (3, 30), (4, 40)] {
             history.append(Entry {
                 position,

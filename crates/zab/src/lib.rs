@@ -176,6 +176,10 @@ pub struct Config {
     /// in microseconds at start, the simulator counts starts), so that a leader can tell this
     /// process's attempts to follow it from a previous process's delayed messages.
     pub incarnation: u64,
+    /// Entries the in-memory log has room for from the start: as many as a snapshot
+    /// interval brings, so that it does not grow, a stall each time, on a fresh server (see
+    /// `history`). Address space, not memory, until used.
+    pub history_entries_reserved: usize,
 }
 
 impl Config {
@@ -194,6 +198,7 @@ impl Config {
             message_entries_max: 512,
             sync_timeout_ms: 10 * tick_ms,
             incarnation: 0,
+            history_entries_reserved: 0,
         }
     }
 

@@ -353,7 +353,11 @@ impl Zab {
     /// carried out first.
     pub fn new(config: Config, recovered: Recovered, now_ms: u64) -> (Zab, Vec<Action>) {
         config.validate();
-        let mut history = History::new(recovered.snapshot_position, recovered.snapshot_epoch);
+        let mut history = History::new(
+            recovered.snapshot_position,
+            recovered.snapshot_epoch,
+            config.history_entries_reserved,
+        );
         let mut out = Vec::new();
         let mut stale = false;
         for entry in recovered.entries {

@@ -80,7 +80,7 @@ mod tests {
     use bytes::Bytes;
 
     fn history(base: Position, base_epoch: Epoch, epochs: &[Epoch]) -> History {
-        let mut history = History::new(base, base_epoch);
+        let mut history = History::new(base, base_epoch, 0);
         for (offset, epoch) in epochs.iter().enumerate() {
             history.append(Entry {
                 position: base + 1 + offset as Position,
