@@ -178,7 +178,7 @@ pub struct Config {
     pub incarnation: u64,
     /// Entries the in-memory log has room for from the start: as many as a snapshot
     /// interval brings, so that it does not grow, a stall each time, on a fresh server (see
-    /// `history`). Address space, not memory, until used.
+    /// `history`). Mostly address space until used.
     pub history_entries_reserved: usize,
 }
 
