@@ -7,9 +7,10 @@
 //! snapCount of payloads in one step stalled the protocol task for milliseconds, which every
 //! request in flight saw as tail latency. They are dropped a bounded number per input instead.
 //!
-//! Growing cost as much: a queue that doubles moves every entry into new memory, and on fresh
-//! members commits stalled 3–34 ms at the power-of-two positions, on both followers at once,
-//! until the queues were made with room for the entries (bench/README, thirtieth session). So
+//! Growing cost as much: a queue that doubles moves every entry into new memory (fresh huge
+//! pages, for which the kernel may compact memory on the spot), and on fresh members commits
+//! stalled 3–34 ms at the power-of-two positions, on both followers at once, until the queues
+//! were made with room for the entries (bench/README, thirtieth session). So
 //! they start with room for the entries a snapshot interval brings (`reserved`): address space
 //! more than memory until used (2 MB more resident with room for 2^20 entries).
 
