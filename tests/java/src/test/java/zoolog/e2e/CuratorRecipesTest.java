@@ -58,6 +58,7 @@ import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.utils.Compatibility;
+import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.WatchedEvent;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooKeeper;
@@ -182,14 +183,18 @@ class CuratorRecipesTest extends ZkTestBase {
 
     /**
      * Waits, driven by child watches (no polling), until the children of path satisfy done; returns them
-     * sorted.
+     * sorted. A path not created yet (recipes create their parents in the background) waits on an exists
+     * watch instead.
      */
     private static List<String> awaitChildren(CuratorFramework c, String path, Predicate<List<String>> done,
             String what) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
         while (true) {
             LinkedBlockingQueue<WatchedEvent> fired = new LinkedBlockingQueue<>();
-            List<String> kids = sorted(c.getChildren().usingWatcher((Watcher) fired::add).forPath(path));
+            List<String> kids = childrenOrAwaitCreation(c, path, fired::add);
+            if (kids == null) {
+                continue;
+            }
             if (done.test(kids)) {
                 return kids;
             }
@@ -197,6 +202,19 @@ class CuratorRecipesTest extends ZkTestBase {
             if (left <= 0 || fired.poll(left, TimeUnit.NANOSECONDS) == null) {
                 fail(what + ": children of " + path + " still " + kids + " after " + WAIT_S + " s");
             }
+        }
+    }
+
+    /**
+     * The sorted children of path, each change reported to watcher; or, when path does not exist yet, an
+     * empty list with watcher set to report its creation; or null when it was created in between.
+     */
+    private static List<String> childrenOrAwaitCreation(CuratorFramework c, String path, Watcher watcher)
+            throws Exception {
+        try {
+            return sorted(c.getChildren().usingWatcher(watcher).forPath(path));
+        } catch (KeeperException.NoNodeException e) {
+            return c.checkExists().usingWatcher(watcher).forPath(path) == null ? List.of() : null;
         }
     }
 
