@@ -195,7 +195,7 @@ def test_barrier_wait_passes_at_once_when_no_barrier_exists(zk, base):
     assert zk.Barrier(base).wait(timeout=WAIT_S) is True
 
 
-def test_double_barrier_releases_nobody_before_the_threshold_enters_or_leaves(zk_factory, base):
+def test_double_barrier_releases_nobody_before_the_threshold_enters_or_leaves(shared_server, zk_factory, base):
     size = 3
     clients = [zk_factory() for _ in range(size)]
     lock = threading.Lock()
@@ -218,7 +218,9 @@ def test_double_barrier_releases_nobody_before_the_threshold_enters_or_leaves(zk
     threads = [threading.Thread(target=member, args=(clients[i], i), daemon=True) for i in range(size)]
     for thread in threads[:2]:
         thread.start()
-    wait_for(lambda: clients[0].exists(base) and len(clients[0].get_children(base)) >= 2)
+    # blocked once the server holds both exists-watches on the ready node: a member whose watch
+    # came after the third had entered and left would miss the ready node and wait forever
+    wait_for(lambda: watchers_of(shared_server, base + "/ready") == 2)
     assert seen_on_enter == []
     threads[2].start()
     for thread in threads:
