@@ -95,24 +95,29 @@ class SessionTest extends ZkTestBase {
 
     @Test
     void resumingALiveSessionKeepsItsIdAndEphemerals() throws Exception {
-        ZooKeeper first = connect();
-        String root = uniqueRoot(first, "resume");
-        first.create(root + "/mine", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
-        CountDownLatch connected = new CountDownLatch(1);
-        ZooKeeper second = new ZooKeeper(server.hostPort(), SESSION_TIMEOUT_MS, e -> {
-            if (e.getState() == KeeperState.SyncConnected) {
-                connected.countDown();
+        try (StallableProxy proxy = new StallableProxy(server.port())) {
+            ZooKeeper first = connect(proxy.hostPort(), SESSION_TIMEOUT_MS, null, false);
+            String root = uniqueRoot(first, "resume");
+            first.create(root + "/mine", null, Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+            // The first client's connection stays open (the second takes the session over from
+            // it), but its reconnects go nowhere: let through, one would take the session back.
+            proxy.stall();
+            CountDownLatch connected = new CountDownLatch(1);
+            ZooKeeper second = new ZooKeeper(server.hostPort(), SESSION_TIMEOUT_MS, e -> {
+                if (e.getState() == KeeperState.SyncConnected) {
+                    connected.countDown();
+                }
+            }, first.getSessionId(), first.getSessionPasswd());
+            try {
+                assertTrue(connected.await(WAIT_S, TimeUnit.SECONDS));
+                assertEquals(first.getSessionId(), second.getSessionId());
+                assertEquals(List.of(root + "/mine"), second.getEphemerals(root));
+                assertEquals(second.getSessionId(), second.exists(root + "/mine", false).getEphemeralOwner());
+            } finally {
+                second.close(); // ends the shared session
             }
-        }, first.getSessionId(), first.getSessionPasswd());
-        try {
-            assertTrue(connected.await(WAIT_S, TimeUnit.SECONDS));
-            assertEquals(first.getSessionId(), second.getSessionId());
-            assertEquals(List.of(root + "/mine"), second.getEphemerals(root));
-            assertEquals(second.getSessionId(), second.exists(root + "/mine", false).getEphemeralOwner());
-        } finally {
-            second.close(); // ends the shared session
+            assertNull(connect().exists(root + "/mine", false));
         }
-        assertNull(connect().exists(root + "/mine", false));
     }
 
     @Test
