@@ -200,6 +200,39 @@ def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere
         holder.wait()
 
 
+def logged_zxid(ens, sid):
+    for line in four_letter(ens.client_port(sid), "srvr").splitlines():
+        if line.startswith("Zxid:"):
+            return int(line.split(":", 1)[1].strip(), 16)
+    raise AssertionError(f"server {sid} gave no zxid")
+
+
+def test_a_client_that_only_reads_keeps_its_session_without_a_log_entry_at_every_tick(ens):
+    """A client that only reads (served by its own server) keeps its session alive, and its
+    server reports it to the ensemble about once a third of its timeout, not at every half
+    tick (Apache's reads and pings take no zxid at all). With tickTime 500 and a 10 s session,
+    6 s of reads took 24 Touch entries when every half tick with activity had one; now about
+    two."""
+    reader = client(ens.hosts(follower(ens)), timeout=10)
+    try:
+        session_id = reader.client_id[0]
+        reader.sync("/")
+        before = logged_zxid(ens, ens.leader())
+        finish = time.monotonic() + 6
+        while time.monotonic() < finish:
+            assert reader.exists("/") is not None
+            time.sleep(0.05)
+        reader.sync("/")
+        after = logged_zxid(ens, ens.leader())
+        assert after >> 32 == before >> 32, "the leader changed during the test"
+        print(f"{after - before} log entries in 6 s of reads")
+        assert after - before <= 8, f"{after - before} log entries while one client only read"
+        assert reader.client_id[0] == session_id
+    finally:
+        reader.stop()
+        reader.close()
+
+
 def test_a_server_cut_off_from_the_quorum_serves_read_only_sessions_and_rejoins(ens):
     cut = follower(ens)
     writer = client(ens.hosts(ens.leader()))

@@ -22,7 +22,8 @@ use zoolog_proto::{
     REPLY_BYTES_MIN,
 };
 use zoolog_tree::{
-    Command, CommandOp, ConnectionId, DataTree, Outcome, WatchKind, WatchRegistry, Zxid,
+    Command, CommandOp, ConnectionId, DataTree, Outcome, SessionSeen, WatchKind, WatchRegistry,
+    Zxid,
 };
 
 use crate::config::ServerConfig;
@@ -275,6 +276,13 @@ struct Connection {
 struct LiveSession {
     timeout_ms: i32,
     deadline_ms: u64,
+    /// When this server last heard from the client (ensemble only: its Touch entries say how
+    /// long ago that was).
+    heard_ms: u64,
+    /// When the client was last heard from anywhere, as far as the log has told this server
+    /// (on this server's clock): its Touch entries wait until that nears the middle of the
+    /// session's timeout.
+    logged_heard_ms: u64,
     connection: Option<ConnectionId>,
     /// A close has been appended; the session accepts nothing more.
     closing: bool,
@@ -287,6 +295,8 @@ impl LiveSession {
         LiveSession {
             timeout_ms,
             deadline_ms: now_ms + timeout_ms as u64,
+            heard_ms: now_ms,
+            logged_heard_ms: now_ms,
             connection: None,
             closing: false,
             expiring: false,
@@ -295,6 +305,13 @@ impl LiveSession {
 
     fn refresh(&mut self, now_ms: u64) {
         self.deadline_ms = now_ms + self.timeout_ms as u64;
+    }
+
+    /// The log says the client was heard from at `heard_ms` (this server's clock).
+    fn heard_in_log(&mut self, heard_ms: u64) {
+        self.logged_heard_ms = self.logged_heard_ms.max(heard_ms);
+        let deadline_ms = self.logged_heard_ms + self.timeout_ms as u64;
+        self.deadline_ms = self.deadline_ms.max(deadline_ms);
     }
 }
 
@@ -309,7 +326,7 @@ pub struct Core {
     per_ip: HashMap<IpAddr, usize>,
     pending_handshakes: HashMap<Vec<u8>, ConnectionId>,
     role: Role,
-    /// Sessions active on this server since its last Touch entry (ensemble only).
+    /// Sessions heard from here since this server last reported them (ensemble only).
     touched: std::collections::HashSet<i64>,
     next_touch_ms: u64,
     /// Read-only sessions exist only on the server that made them, never in the log.
@@ -818,6 +835,7 @@ impl Core {
         let now_ms = self.now.monotonic_ms;
         if let Some(session) = self.sessions.get_mut(&session_id) {
             session.refresh(now_ms);
+            session.heard_ms = now_ms;
             if self.config.ensemble.is_some() {
                 self.touched.insert(session_id);
             }
@@ -837,21 +855,56 @@ impl Core {
         self.append_touches();
     }
 
-    /// Tells the ensemble, in one entry, which sessions were active here lately: whoever
-    /// decides expiry sees them applied and keeps them alive.
+    /// Tells the ensemble, in one entry, which sessions were heard from here and how long ago:
+    /// whoever decides expiry sees them applied and counts their timeouts from then (the
+    /// ordering delay only adds to that). A session is reported once the log's latest news of
+    /// it is a third of its timeout old, less the check interval. Its client pings every third
+    /// of the timeout, so each report still comes at most a ping interval and a check interval
+    /// after the contact reported last, as when every ping was reported: a live session keeps
+    /// the same margin before its deadline, and a dead client's session ends no later. A
+    /// member whose clients only read or ping so appends a Touch about every third of a
+    /// timeout, not every half tick. Sessions half as stale ride along, so that the reports of
+    /// many sessions share one entry.
     fn append_touches(&mut self) {
-        if !self.replicated()
-            || !self.role.is_serving()
-            || self.now.monotonic_ms < self.next_touch_ms
+        let now_ms = self.now.monotonic_ms;
+        if !self.replicated() || !self.role.is_serving() || now_ms < self.next_touch_ms {
+            return;
+        }
+        let interval_ms = self.touch_interval_ms();
+        self.next_touch_ms = now_ms + interval_ms;
+        let sessions = &self.sessions;
+        self.touched.retain(|id| sessions.contains_key(id));
+        let stale_ms = |id: &i64| {
+            let session = &sessions[id];
+            let stale_ms = now_ms.saturating_sub(session.logged_heard_ms);
+            let report_after_ms = (session.timeout_ms as u64 / 3).saturating_sub(interval_ms);
+            (stale_ms, report_after_ms)
+        };
+        if !self
+            .touched
+            .iter()
+            .map(stale_ms)
+            .any(|(stale, after)| stale >= after)
         {
             return;
         }
-        self.next_touch_ms = self.now.monotonic_ms + self.touch_interval_ms();
-        if self.touched.is_empty() {
-            return;
+        let mut sessions: Vec<SessionSeen> = self
+            .touched
+            .iter()
+            .filter(|id| {
+                let (stale, after) = stale_ms(id);
+                stale >= after / 2
+            })
+            .map(|&session_id| SessionSeen {
+                session_id,
+                idle_ms: u32::try_from(now_ms.saturating_sub(sessions[&session_id].heard_ms))
+                    .unwrap_or(u32::MAX),
+            })
+            .collect();
+        sessions.sort_unstable_by_key(|seen| seen.session_id);
+        for seen in &sessions {
+            self.touched.remove(&seen.session_id);
         }
-        let mut sessions: Vec<i64> = self.touched.drain().collect();
-        sessions.sort_unstable();
         let command = Command {
             session_id: 0,
             cxid: 0,
@@ -1397,16 +1450,15 @@ impl Core {
     /// server deciding expiry (which may change) knows of clients connected elsewhere.
     fn note_signs_of_life(&mut self, command: &Command) {
         let now_ms = self.now.monotonic_ms;
-        let listed: &[i64] = match &command.op {
+        let just_now = [SessionSeen::just_now(command.session_id)];
+        let listed: &[SessionSeen] = match &command.op {
             CommandOp::Touch { sessions } => sessions,
-            CommandOp::Write { .. } | CommandOp::Attach { .. } => {
-                std::slice::from_ref(&command.session_id)
-            }
+            CommandOp::Write { .. } | CommandOp::Attach { .. } => &just_now,
             _ => &[],
         };
-        for session_id in listed {
-            if let Some(session) = self.sessions.get_mut(session_id) {
-                session.refresh(now_ms);
+        for seen in listed {
+            if let Some(session) = self.sessions.get_mut(&seen.session_id) {
+                session.heard_in_log(now_ms.saturating_sub(u64::from(seen.idle_ms)));
             }
         }
     }

@@ -23,8 +23,10 @@
 //!   server has caught up to the client's lastZxidSeen by construction. Writes still in flight
 //!   from the connection the client left carry the old owner and, ordered after the `Attach`,
 //!   fail with SESSIONMOVED: they cannot overtake the client's new requests (FIFO holds).
-//! - **Liveness is reported, expiry is decided once.** Each server appends, every half tick, one
-//!   `Touch` entry naming the sessions active on it lately. Only the leader (or a standalone
+//! - **Liveness is reported, expiry is decided once.** Each server appends, at most every half
+//!   tick, one `Touch` entry naming sessions heard from on it and how long ago, once the log's
+//!   latest news of one of them is about a third of its timeout old; the deciding server counts
+//!   a session's timeout from the reported contact. Only the leader (or a standalone
 //!   server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
 //!   where P is the session's last sign of life the leader has applied. Any sign of life ordered
 //!   between P and the expiry cancels it on every replica alike, so a session whose client keeps

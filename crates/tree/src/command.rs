@@ -46,7 +46,7 @@ pub enum CommandOp {
     Reap { path: String },
     /// Batched liveness: each listed live session counts as touched at this zxid. Ids of
     /// unknown or closed sessions are ignored. `session_id` of the command is not used.
-    Touch { sessions: Vec<i64> },
+    Touch { sessions: Vec<SessionSeen> },
     /// Conditional expiry of the command's `session_id`: closes it exactly as
     /// [`CommandOp::CloseSession`] does unless it was touched at a zxid greater than
     /// `unless_touched_after` (or is gone already), in which case it is a no-op. Ownership is
@@ -67,6 +67,42 @@ const TAG_REAP: u8 = 4;
 const TAG_TOUCH: u8 = 5;
 const TAG_EXPIRE: u8 = 6;
 const TAG_ATTACH: u8 = 7;
+/// A Touch whose sessions carry how long ago they were heard from; [`TAG_TOUCH`] entries (ids
+/// only) still decode, as heard from when appended.
+const TAG_TOUCH_SEEN: u8 = 8;
+
+/// A session a Touch reports alive, and how long before the Touch was appended its client was
+/// last heard from: whoever decides expiry counts the session's timeout from then, so a
+/// report may come late (servers report a session about once a third of its timeout, not at
+/// every ping) without keeping a dead client's session alive longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionSeen {
+    pub session_id: i64,
+    pub idle_ms: u32,
+}
+
+impl SessionSeen {
+    pub fn just_now(session_id: i64) -> SessionSeen {
+        SessionSeen {
+            session_id,
+            idle_ms: 0,
+        }
+    }
+}
+
+impl Jute for SessionSeen {
+    fn write_to(&self, out: &mut Vec<u8>) {
+        self.session_id.write_to(out);
+        (self.idle_ms as i32).write_to(out);
+    }
+    fn read_from(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SessionSeen {
+            session_id: i64::read_from(reader)?,
+            // A negative idle time means nothing sensible: count it as just heard from.
+            idle_ms: u32::try_from(i32::read_from(reader)?).unwrap_or(0),
+        })
+    }
+}
 
 impl Command {
     pub fn encode(&self) -> Vec<u8> {
@@ -101,7 +137,7 @@ impl Command {
                 path.write_to(&mut out);
             }
             CommandOp::Touch { sessions } => {
-                out.push(TAG_TOUCH);
+                out.push(TAG_TOUCH_SEEN);
                 sessions.write_to(&mut out);
             }
             CommandOp::Expire {
@@ -154,7 +190,13 @@ impl Command {
                 path: String::read_from(reader)?,
             },
             TAG_TOUCH => CommandOp::Touch {
-                sessions: Vec::<i64>::read_from(reader)?,
+                sessions: Vec::<i64>::read_from(reader)?
+                    .into_iter()
+                    .map(SessionSeen::just_now)
+                    .collect(),
+            },
+            TAG_TOUCH_SEEN => CommandOp::Touch {
+                sessions: Vec::<SessionSeen>::read_from(reader)?,
             },
             TAG_EXPIRE => CommandOp::Expire {
                 unless_touched_after: i64::read_from(reader)?,

@@ -54,7 +54,7 @@ mod tree;
 mod watch;
 mod write;
 
-pub use command::{Command, CommandOp};
+pub use command::{Command, CommandOp, SessionSeen};
 pub use snapshot::SnapshotError;
 pub use tree::{Applied, DataTree, Outcome, Read, SessionInfo, Table, Trigger, WatchKind};
 pub use watch::{WatchLists, WatchRegistry, WatchSummary};

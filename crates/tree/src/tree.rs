@@ -300,8 +300,8 @@ impl DataTree {
             }
             CommandOp::Touch { sessions } => {
                 let mut live = 0;
-                for session_id in sessions {
-                    if let Some(session) = self.sessions.get_mut(session_id) {
+                for seen in sessions {
+                    if let Some(session) = self.sessions.get_mut(&seen.session_id) {
                         session.touched_at = zxid;
                         live += 1;
                     }

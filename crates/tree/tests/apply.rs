@@ -1030,7 +1030,17 @@ fn commands_round_trip_and_reject_garbage() {
             identities: vec![],
         },
         CommandOp::Touch {
-            sessions: vec![1, -2, i64::MAX],
+            sessions: vec![
+                SessionSeen::just_now(1),
+                SessionSeen {
+                    session_id: -2,
+                    idle_ms: 7_000,
+                },
+                SessionSeen {
+                    session_id: i64::MAX,
+                    idle_ms: i32::MAX as u32,
+                },
+            ],
         },
         CommandOp::Touch { sessions: vec![] },
         CommandOp::Expire {
@@ -1056,6 +1066,27 @@ fn commands_round_trip_and_reject_garbage() {
         }
     }
     assert!(Command::decode(&[9, 9, 9]).is_err());
+}
+
+#[test]
+fn a_touch_logged_before_sessions_carried_idle_times_decodes_as_heard_from_when_appended() {
+    let mut entry = vec![2u8]; // encoding version 2
+    for field in [-5i64, 0, 123, 0] {
+        // session, cxid (4 bytes, below), time, owner
+        entry.extend_from_slice(&field.to_be_bytes());
+    }
+    entry.drain(9..13); // the cxid is an i32
+    entry.push(5); // the old Touch tag: ids only
+    entry.extend_from_slice(&2i32.to_be_bytes());
+    entry.extend_from_slice(&7i64.to_be_bytes());
+    entry.extend_from_slice(&(-8i64).to_be_bytes());
+    let command = Command::decode(&entry).unwrap();
+    assert_eq!(
+        command.op,
+        CommandOp::Touch {
+            sessions: vec![SessionSeen::just_now(7), SessionSeen::just_now(-8)],
+        }
+    );
 }
 
 #[test]

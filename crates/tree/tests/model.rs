@@ -436,8 +436,8 @@ impl Model {
             },
             CommandOp::Touch { sessions } => {
                 let mut live = 0;
-                for id in sessions {
-                    if let Some(session) = self.sessions.get_mut(id) {
+                for seen in sessions {
+                    if let Some(session) = self.sessions.get_mut(&seen.session_id) {
                         session.0 = zxid;
                         live += 1;
                     }
@@ -648,10 +648,13 @@ impl Generator {
                 } else {
                     self.rng.gen_range(0..3)
                 };
-                let mut sessions: Vec<i64> = (0..count)
-                    .map(|_| self.pick(&self.sessions.clone()))
+                let mut sessions: Vec<SessionSeen> = (0..count)
+                    .map(|_| SessionSeen {
+                        session_id: self.pick(&self.sessions.clone()),
+                        idle_ms: self.rng.gen_range(0..5_000),
+                    })
                     .collect();
-                sessions.push(424242);
+                sessions.push(SessionSeen::just_now(424242));
                 CommandOp::Touch { sessions }
             }
             42..=43 => CommandOp::Expire {

@@ -7,6 +7,14 @@ use common::*;
 use zoolog_proto::*;
 use zoolog_tree::*;
 
+fn seen(sessions: &[i64]) -> Vec<SessionSeen> {
+    sessions
+        .iter()
+        .copied()
+        .map(SessionSeen::just_now)
+        .collect()
+}
+
 fn touched_at(h: &Harness, session: i64) -> Zxid {
     h.tree.session(session).expect("live session").touched_at
 }
@@ -67,7 +75,7 @@ fn create_writes_touches_and_attach_record_touched_at() {
     let applied = h.apply_op(
         0,
         CommandOp::Touch {
-            sessions: vec![other, 424242, closed, session],
+            sessions: seen(&[other, 424242, closed, session]),
         },
     );
     assert_eq!(applied.outcome, Outcome::Touched { live: 2 });
@@ -116,7 +124,7 @@ fn expire_closes_only_an_untouched_session() {
     h.apply_op(
         0,
         CommandOp::Touch {
-            sessions: vec![session],
+            sessions: seen(&[session]),
         },
     );
     let applied = expire(&mut h, session, observed);
@@ -155,7 +163,7 @@ fn expire_closes_only_an_untouched_session() {
     let applied = h.apply_op(
         0,
         CommandOp::Touch {
-            sessions: vec![session],
+            sessions: seen(&[session]),
         },
     );
     assert_eq!(applied.outcome, Outcome::Touched { live: 0 });
@@ -365,7 +373,12 @@ fn snapshots_carry_touched_at_and_owner_and_read_version_1() {
     let s2 = h.new_session();
     h.session = s2;
     h.create("/eph", 1).unwrap();
-    h.apply_op(0, CommandOp::Touch { sessions: vec![s2] });
+    h.apply_op(
+        0,
+        CommandOp::Touch {
+            sessions: seen(&[s2]),
+        },
+    );
     let bytes = snapshot(&h.tree);
     let decoded = DataTree::decode_snapshot(&bytes, TreeConfig::default()).unwrap();
     assert_eq!(snapshot(&decoded), bytes);
