@@ -161,6 +161,9 @@ struct Leader {
     /// This server's own clients' commands, held while the proposals in flight leave no room
     /// for them; they take their turn with each learner's waiting forwards.
     own_waiting: CommandQueue,
+    /// Whose waiting commands [`Zab::propose_waiting`] takes first: 0 for `own_waiting`, i for
+    /// the i-th learner in `peers` (taken modulo their number, which may change).
+    next_turn: usize,
 }
 
 impl Leader {
@@ -720,6 +723,7 @@ impl Zab {
             committed_at_tick: 0,
             last_quorum_ms: self.now_ms,
             own_waiting: CommandQueue::default(),
+            next_turn: 0,
         }));
         for (from, introduction) in introductions {
             self.leader_follower_info(from, introduction);
@@ -1434,11 +1438,13 @@ impl Zab {
         }
     }
 
-    /// Proposes the waiting commands (this server's clients', then each learner's) that the
+    /// Proposes the waiting commands (this server's clients' and each learner's) that the
     /// proposals in flight leave room for, one from each in turn, so that no server's clients
-    /// wait behind another's backlog. The first command that does not fit ends the turns, so
-    /// that a large one is not passed again and again by small ones. Called when commands
-    /// arrive and whenever a commit makes room.
+    /// wait behind another's backlog. The first command that does not fit ends the turns, and
+    /// its queue goes first when room is made, so that a large one is not passed again and
+    /// again by small ones; otherwise the turns go on next time from where they stopped, so
+    /// that when room comes one entry at a time no queue waits for those before it to empty.
+    /// Called when commands arrive and whenever a commit makes room.
     fn propose_waiting(&mut self) {
         let mut accepted = Vec::new();
         self.with_leader(|zab, leader| {
@@ -1446,22 +1452,34 @@ impl Zab {
                 return;
             }
             let mut room = zab.leader_room();
-            'turns: loop {
-                let accepted_before = accepted.len();
-                if !room.take_next(&mut leader.own_waiting, &mut accepted) {
-                    break;
-                }
-                for peer in leader.peers.values_mut() {
-                    let before = accepted.len();
-                    if !room.take_next(&mut peer.forwards_waiting, &mut accepted) {
-                        break 'turns;
-                    }
+            let queues = 1 + leader.peers.len();
+            let mut turn = leader.next_turn % queues;
+            let mut empty_in_a_row = 0;
+            while empty_in_a_row < queues {
+                let before = accepted.len();
+                let fits = if turn == 0 {
+                    room.take_next(&mut leader.own_waiting, &mut accepted)
+                } else {
+                    let peer = leader
+                        .peers
+                        .values_mut()
+                        .nth(turn - 1)
+                        .expect("turn < queues");
+                    let fits = room.take_next(&mut peer.forwards_waiting, &mut accepted);
                     peer.forwards_taken += (accepted.len() - before) as u64;
-                }
-                if accepted.len() == accepted_before {
+                    fits
+                };
+                if !fits {
                     break;
                 }
+                empty_in_a_row = if accepted.len() > before {
+                    0
+                } else {
+                    empty_in_a_row + 1
+                };
+                turn = (turn + 1) % queues;
             }
+            leader.next_turn = turn;
         });
         if !accepted.is_empty() {
             self.propose(accepted);

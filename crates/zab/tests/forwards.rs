@@ -1,10 +1,11 @@
 //! A leader whose proposals in flight leave no room holds a learner's forwarded commands and
 //! proposes them, in the learner's order, as commits make room: the learner's clients do not
 //! wait for its stall resend (two heartbeats) under load. Its own clients' commands wait
-//! with them and take turns, so neither side's clients starve the other's. A learner resends
-//! only the forwards the leader says it has not received, not those it holds, waits longer
-//! after each resend the leader does not receive, and takes new commands only within its room
-//! in bytes as well as in number.
+//! with them and take turns, which go on where they stopped, so that no queue starves the
+//! others even when room comes one entry at a time. A learner resends only the forwards the
+//! leader says it has not received, not those it holds, waits longer after each resend the
+//! leader does not receive, and takes new commands only within its room in bytes as well as
+//! in number.
 
 mod common;
 
@@ -23,8 +24,12 @@ fn leader_with_room_for_two() -> Zab {
 }
 
 fn forward(from_sequence: u64, commands: std::ops::RangeInclusive<u8>) -> Input {
+    forward_from(2, from_sequence, commands)
+}
+
+fn forward_from(learner: u64, from_sequence: u64, commands: std::ops::RangeInclusive<u8>) -> Input {
     message(
-        2,
+        learner,
         Message::Forward {
             link: link(1),
             first_sequence: from_sequence,
@@ -101,9 +106,33 @@ fn the_leaders_own_commands_take_turns_with_a_learners() {
         .collect();
     let actions = zab.handle(Input::Append { payloads: own }, 11);
     assert_eq!(proposed(&actions), Vec::<u8>::new(), "no room: it waits");
-    assert_eq!(proposed(&commit_through(&mut zab, 2, 12)), vec![10, 3]);
-    assert_eq!(proposed(&commit_through(&mut zab, 4, 13)), vec![11, 4]);
+    // The learner's command 3 found no room first, so it goes first.
+    assert_eq!(proposed(&commit_through(&mut zab, 2, 12)), vec![3, 10]);
+    assert_eq!(proposed(&commit_through(&mut zab, 4, 13)), vec![4, 11]);
     assert_eq!(proposed(&commit_through(&mut zab, 6, 14)), vec![12]);
+}
+
+#[test]
+fn when_room_comes_one_entry_at_a_time_every_queue_takes_its_turn() {
+    let mut config = config(1, 3);
+    config.proposals_in_flight_max = 1;
+    let mut zab = broadcasting_leader_with(config);
+    assert_eq!(proposed(&zab.handle(forward(1, 1..=4), 10)), vec![1]);
+    let own = (10..=12)
+        .map(|command| Bytes::from(vec![command]))
+        .collect();
+    zab.handle(Input::Append { payloads: own }, 11);
+    assert_eq!(
+        proposed(&zab.handle(forward_from(3, 1, 20..=20), 11)),
+        vec![]
+    );
+    let mut order = Vec::new();
+    for position in 1..=7 {
+        order.extend(proposed(&commit_through(&mut zab, position, 12 + position)));
+    }
+    // Taking the queues in a fixed order each time room was made, learner 3's one command
+    // waited until the leader's own and learner 2's had all gone.
+    assert_eq!(order, vec![2, 20, 10, 3, 11, 4, 12]);
 }
 
 /// What the leader says of the forwards it has: `received` on its way to being proposed,
