@@ -13,6 +13,9 @@
 //!   modification zxid go back.
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
+//! - Sessions live while their clients talk: once faults have stopped, no client learns that
+//!   its session expired after it held a connection for a whole timeout, hearing from its
+//!   server until the connection ended (checked by the client, in `world::zk`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

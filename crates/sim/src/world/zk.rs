@@ -94,6 +94,15 @@ struct Session {
     timeout_ms: i32,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct LinkSpan {
+    connected_us: u64,
+    heard_us: u64,
+    ended_us: u64,
+    /// A closeSession was in flight: an "expired" answer may be that close, committed.
+    closing: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
     None,
@@ -110,10 +119,19 @@ pub(crate) struct ZkClient {
     next_xid: i32,
     pending: VecDeque<Pending>,
     max_in_flight: usize,
+    /// Only getData and exists: such a session lives on its server's reports alone, as a
+    /// client that only watches or reads does.
+    reads_only: bool,
     step_us: (u64, u64),
     reconnect_at: u64,
     last_sent_us: u64,
     last_recv_us: u64,
+    /// When the connection in hand was accepted, and when it last brought a frame.
+    connected_us: u64,
+    heard_us: u64,
+    /// The last accepted connection that ended: when it was accepted, last brought a frame,
+    /// and ended.
+    ended_link: Option<LinkSpan>,
     /// A closeSession was issued in this session.
     closing: bool,
     values: u64,
@@ -193,10 +211,15 @@ impl ZkState {
                 next_xid: 1,
                 pending: VecDeque::new(),
                 max_in_flight: rng.range(1, 8) as usize,
+                // The first client writes, so that the liveness phase sees acknowledgements.
+                reads_only: id > 1 && rng.chance(0.25),
                 step_us: (200, rng.range(1_000, 20_000)),
                 reconnect_at: 0,
                 last_sent_us: 0,
                 last_recv_us: 0,
+                connected_us: 0,
+                heard_us: 0,
+                ended_link: None,
                 closing: false,
                 values: 0,
                 last_write_zxid: 0,
@@ -538,6 +561,14 @@ impl World {
         let delay = self.rng.range(0, 50_000);
         let client = &mut self.zk().clients[c];
         let conn = client.conn();
+        if let Link::Connected(_) = client.link {
+            client.ended_link = Some(LinkSpan {
+                connected_us: client.connected_us,
+                heard_us: client.heard_us,
+                ended_us: now,
+                closing: client.closing,
+            });
+        }
         client.link = Link::None;
         client.pending.clear();
         // A close in flight has an unknown outcome: it is issued again after reconnecting.
@@ -553,6 +584,7 @@ impl World {
         if let Some(session) = client.session.take() {
             client.ephemerals.clear();
             client.closing = false;
+            client.ended_link = None;
             let zk = self.zk();
             zk.checker.ended_sessions.insert(session.id);
             if expired {
@@ -622,6 +654,15 @@ impl World {
             return Ok(());
         }
         let path = PATHS[self.rng.below(PATHS.len() as u64) as usize].to_string();
+        if self.zk().clients[c].reads_only {
+            let kind = if self.rng.chance(0.5) {
+                Kind::GetData
+            } else {
+                Kind::Exists
+            };
+            self.issue(c, kind, path, None, None);
+            return Ok(());
+        }
         let roll = self.rng.below(100);
         let seen = self.zk().clients[c].seen_version.get(&path).copied();
         let version = if self.rng.chance(0.5) {
@@ -797,6 +838,7 @@ impl World {
         if let Link::Connecting(_) = self.zk().clients[c].link {
             return self.client_connected(c, conn, &frame);
         }
+        self.zk().clients[c].heard_us = self.now;
         self.client_reply(c, &frame)
     }
 
@@ -819,6 +861,7 @@ impl World {
             self.log(None, || {
                 format!("client {client_id}: session {id:#x} expired")
             });
+            self.check_expiry_was_due(c)?;
             self.session_ended(c, true);
             return Ok(());
         }
@@ -838,7 +881,42 @@ impl World {
             client.last_write_zxid = 0;
             self.zk().checker.sessions_created += 1;
         }
-        self.zk().clients[c].link = Link::Connected(conn);
+        let now = self.now;
+        let client = &mut self.zk().clients[c];
+        client.link = Link::Connected(conn);
+        (client.connected_us, client.heard_us) = (now, now);
+        Ok(())
+    }
+
+    /// A session may expire only if its client went a whole timeout without a server that
+    /// hears it and reaches the quorum. Once faults have stopped, a connection the client held
+    /// for a whole timeout, hearing from its server until it ended, is such a server: the
+    /// server heard every ping, and reported the session to the log in time (or the design
+    /// in `zoolog_server`'s docs is wrong).
+    fn check_expiry_was_due(&mut self, c: usize) -> Result<(), String> {
+        let (phase, faults_end) = (self.phase, self.faults_end);
+        let client = &self.zk().clients[c];
+        let (Some(link), Some(session)) = (client.ended_link, client.session.as_ref()) else {
+            return Ok(());
+        };
+        let timeout_us = session.timeout_ms as u64 * 1000;
+        let calm = phase == Phase::Liveness && link.connected_us >= faults_end && !link.closing;
+        let talked_a_timeout = link.heard_us >= link.connected_us + timeout_us;
+        let heard_to_the_end = link.ended_us <= link.heard_us + timeout_us / 2;
+        if calm && talked_a_timeout && heard_to_the_end {
+            return Err(format!(
+                "client {}: session {:#x} (timeout {} ms) expired although its connection, \
+                 accepted after the faults ended at {} us, brought frames from {} us until {} \
+                 us and ended at {} us",
+                client.id,
+                session.id,
+                session.timeout_ms,
+                faults_end,
+                link.connected_us,
+                link.heard_us,
+                link.ended_us
+            ));
+        }
         Ok(())
     }
 
