@@ -93,7 +93,8 @@ impl SessionSeen {
 impl Jute for SessionSeen {
     fn write_to(&self, out: &mut Vec<u8>) {
         self.session_id.write_to(out);
-        (self.idle_ms as i32).write_to(out);
+        // Jute has no unsigned int; beyond i32::MAX (24 days) every idle time means "long ago".
+        (self.idle_ms.min(i32::MAX as u32) as i32).write_to(out);
     }
     fn read_from(reader: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(SessionSeen {

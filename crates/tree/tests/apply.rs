@@ -1069,6 +1069,27 @@ fn commands_round_trip_and_reject_garbage() {
 }
 
 #[test]
+fn an_idle_time_beyond_what_jute_holds_is_logged_as_the_longest_it_holds() {
+    let command = Command {
+        session_id: 0,
+        cxid: 0,
+        time_ms: 0,
+        owner: 0,
+        op: CommandOp::Touch {
+            sessions: vec![SessionSeen {
+                session_id: 3,
+                idle_ms: u32::MAX,
+            }],
+        },
+    };
+    let decoded = Command::decode(&command.encode()).unwrap();
+    let CommandOp::Touch { sessions } = decoded.op else {
+        panic!("{decoded:?}");
+    };
+    assert_eq!(sessions[0].idle_ms, i32::MAX as u32);
+}
+
+#[test]
 fn a_touch_logged_before_sessions_carried_idle_times_decodes_as_heard_from_when_appended() {
     let mut entry = vec![2u8]; // encoding version 2
     for field in [-5i64, 0, 123, 0] {
