@@ -65,13 +65,15 @@
 //!    Learners deliver committed entries in log order, and since a new leader's history
 //!    contains every entry committed before it and is delivered before anything it proposes,
 //!    delivery follows primary order. Followers forward their clients' commands to the
-//!    leader, numbered so that a retransmitted forward is proposed once. When the proposals in flight leave no room, the
-//!    leader holds commands (for each learner, as many as it may have unconfirmed, and as
-//!    many for its own clients) and proposes them as commits make room, taking from its own
-//!    clients and each learner in turn. What is in flight, to the leader's own log and to
-//!    each learner's ahead of its acknowledgements, is bounded in entries and in payload
-//!    bytes: every unacknowledged entry waits in some server's log writer, whose queue must
-//!    never fill (a full one would stall the server's only thread, heartbeats included).
+//!    leader, numbered so that a retransmitted forward is proposed once. When the proposals
+//!    in flight leave no room, the leader holds commands (for each learner, as many as it may
+//!    have unconfirmed, and as many for its own clients) and proposes them as commits make
+//!    room, taking from its own clients and each learner in turn, the turns going on where
+//!    they stopped (so that no server's clients starve when room comes an entry at a time).
+//!    What is in flight, to the leader's own log and to each learner's ahead of its
+//!    acknowledgements, is bounded in entries and in payload bytes: every unacknowledged
+//!    entry waits in some server's log writer, whose queue must never fill (a full one would
+//!    stall the server's only thread, heartbeats included).
 //!
 //! # Why it is safe
 //!
