@@ -280,8 +280,8 @@ struct LiveSession {
     /// long ago that was).
     heard_ms: u64,
     /// When the client was last heard from anywhere, as far as the log has told this server
-    /// (on this server's clock): its Touch entries wait until that nears the middle of the
-    /// session's timeout.
+    /// (on this server's clock): its Touch entries wait until that is a third of the
+    /// session's timeout old.
     logged_heard_ms: u64,
     connection: Option<ConnectionId>,
     /// A close has been appended; the session accepts nothing more.
@@ -862,8 +862,8 @@ impl Core {
     /// of the timeout, so each report still comes at most a ping interval and a check interval
     /// after the contact reported last, as when every ping was reported: a live session keeps
     /// the same margin before its deadline, and a dead client's session ends no later. A
-    /// member whose clients only read or ping so appends a Touch about every third of a
-    /// timeout, not every half tick. Sessions half as stale ride along, so that the reports of
+    /// member whose clients only read so appends a Touch about every third of a timeout, not
+    /// every half tick. Sessions half as stale ride along, so that the reports of
     /// many sessions share one entry.
     fn append_touches(&mut self) {
         let now_ms = self.now.monotonic_ms;
@@ -874,7 +874,7 @@ impl Core {
         self.next_touch_ms = now_ms + interval_ms;
         let sessions = &self.sessions;
         self.touched.retain(|id| sessions.contains_key(id));
-        let stale_ms = |id: &i64| {
+        let staleness = |id: &i64| {
             let session = &sessions[id];
             let stale_ms = now_ms.saturating_sub(session.logged_heard_ms);
             let report_after_ms = (session.timeout_ms as u64 / 3).saturating_sub(interval_ms);
@@ -883,7 +883,7 @@ impl Core {
         if !self
             .touched
             .iter()
-            .map(stale_ms)
+            .map(staleness)
             .any(|(stale, after)| stale >= after)
         {
             return;
@@ -892,7 +892,7 @@ impl Core {
             .touched
             .iter()
             .filter(|id| {
-                let (stale, after) = stale_ms(id);
+                let (stale, after) = staleness(id);
                 stale >= after / 2
             })
             .map(|&session_id| SessionSeen {

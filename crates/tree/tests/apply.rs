@@ -1092,11 +1092,10 @@ fn an_idle_time_beyond_what_jute_holds_is_logged_as_the_longest_it_holds() {
 #[test]
 fn a_touch_logged_before_sessions_carried_idle_times_decodes_as_heard_from_when_appended() {
     let mut entry = vec![2u8]; // encoding version 2
-    for field in [-5i64, 0, 123, 0] {
-        // session, cxid (4 bytes, below), time, owner
-        entry.extend_from_slice(&field.to_be_bytes());
-    }
-    entry.drain(9..13); // the cxid is an i32
+    entry.extend_from_slice(&(-5i64).to_be_bytes()); // session
+    entry.extend_from_slice(&0i32.to_be_bytes()); // cxid
+    entry.extend_from_slice(&123i64.to_be_bytes()); // time
+    entry.extend_from_slice(&0i64.to_be_bytes()); // owner
     entry.push(5); // the old Touch tag: ids only
     entry.extend_from_slice(&2i32.to_be_bytes());
     entry.extend_from_slice(&7i64.to_be_bytes());
