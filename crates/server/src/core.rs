@@ -902,8 +902,9 @@ impl Core {
             })
             .collect();
         sessions.sort_unstable_by_key(|seen| seen.session_id);
-        for seen in &sessions {
-            self.touched.remove(&seen.session_id);
+        let reported: Vec<i64> = sessions.iter().map(|seen| seen.session_id).collect();
+        for session_id in &reported {
+            self.touched.remove(session_id);
         }
         let command = Command {
             session_id: 0,
@@ -912,8 +913,12 @@ impl Core {
             owner: 0,
             op: CommandOp::Touch { sessions },
         };
-        // A refused touch is not retried: the sessions are touched again by their next ping.
-        self.append(0, command);
+        // A full append queue refuses the entry: the sessions stay due and are reported at the
+        // next check, not after their clients' next pings (which may come too late, as a third
+        // of the timeout is already gone).
+        if !self.append(0, command) {
+            self.touched.extend(reported);
+        }
     }
 
     /// Well inside the shortest session timeout (two ticks), so a touch always lands before
@@ -1808,6 +1813,119 @@ fn notification_frame(zxid: Zxid, event: &WatcherEvent) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ordering layer that queues appends, or refuses them all while `refusing` is set (as
+    /// a full queue does).
+    #[derive(Default)]
+    struct QueueLayer {
+        queued: std::sync::Mutex<VecDeque<bytes::Bytes>>,
+        refusing: std::sync::atomic::AtomicBool,
+    }
+
+    impl OrderingLayer for QueueLayer {
+        fn append(&self, entry: bytes::Bytes) -> Result<(), zoolog_log::AppendError> {
+            if self.refusing.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(zoolog_log::AppendError::Full);
+            }
+            self.queued.lock().unwrap().push_back(entry);
+            Ok(())
+        }
+
+        fn committed_position(&self) -> zoolog_log::Position {
+            0
+        }
+    }
+
+    fn at_ms(monotonic_ms: u64) -> Now {
+        Now {
+            wall_ms: 1_700_000_000_000 + monotonic_ms as i64,
+            monotonic_ms,
+            monotonic_us: monotonic_ms * 1_000,
+        }
+    }
+
+    #[test]
+    fn a_touch_the_log_refused_is_appended_at_the_next_check() {
+        let member = crate::config::PeerConfig {
+            host: "127.0.0.1".into(),
+            quorum_port: 2888,
+            election_port: 3888,
+            observer: false,
+            client_address: None,
+        };
+        let config = Arc::new(ServerConfig {
+            tick_ms: 500,
+            ensemble: Some(crate::config::EnsembleConfig {
+                members: [(1, member.clone()), (2, member)].into(),
+                init_limit: 10,
+                sync_limit: 5,
+                observer: false,
+            }),
+            ..ServerConfig::default()
+        });
+        let layer = Arc::new(QueueLayer::default());
+        let tree = DataTree::new(crate::shell::tree_config(&config));
+        let mut core = Core::new(config, layer.clone(), tree, 7, at_ms(0));
+        let follower = Role::Follower {
+            leader: 2,
+            epoch: 1,
+        };
+        core.handle(Input::Role(follower), at_ms(0));
+        core.handle(
+            Input::Opened {
+                connection: 1,
+                peer: "127.0.0.1:40000".parse().unwrap(),
+            },
+            at_ms(0),
+        );
+        let connect = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 6_000,
+            session_id: 0,
+            password: vec![0; 16],
+            read_only: None,
+        };
+        let handshake = Input::Handshake {
+            connection: 1,
+            request: connect,
+            frame_bytes: 48,
+        };
+        core.handle(handshake, at_ms(0));
+        let create_session = layer.queued.lock().unwrap().pop_front().unwrap();
+        let committed = Input::Committed {
+            position: 1,
+            entry: create_session,
+        };
+        core.handle(committed, at_ms(1));
+        let ping = Input::Request {
+            connection: 1,
+            xid: zoolog_proto::codes::xid::PING,
+            request: Request::Ping,
+            frame_bytes: 12,
+        };
+        core.handle(ping, at_ms(1_900));
+
+        // A third of the 6 s timeout, less a check interval, after the session was logged.
+        layer
+            .refusing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        core.handle(Input::Tick, at_ms(2_000));
+        layer
+            .refusing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(layer.queued.lock().unwrap().is_empty());
+
+        core.handle(Input::Tick, at_ms(2_250));
+        let entry = layer.queued.lock().unwrap().pop_front();
+        let entry = entry.expect("the refused touch is appended again at the next check");
+        let command = Envelope::decode(&entry).unwrap().command;
+        let CommandOp::Touch { sessions } = command.op else {
+            panic!("expected a touch, got {command:?}");
+        };
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        assert_eq!(sessions[0].idle_ms, 350, "heard from at the ping, 1.9 s");
+    }
 
     #[test]
     fn snapshot_thresholds_stay_within_snap_count_and_differ_between_servers() {
