@@ -92,9 +92,11 @@ const COMMIT_STALL: Duration = Duration::from_millis(1);
 /// a larger snapCount grows it beyond.
 const HISTORY_ENTRIES_RESERVED_MAX: usize = 1 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
-/// 2: `Propose` says which forwards the leader has received. A peer of another version is
-/// refused at its hello rather than misread.
-const HELLO_VERSION: u8 = 2;
+/// 2: `Propose` says which forwards the leader has received. 3: log entries may report
+/// sessions with their idle times (the tree's Touch entries of tag 8), which a member of
+/// version 2 cannot apply. A peer of another version is refused at its hello rather than
+/// misread, or stopped by the first entry it cannot apply.
+const HELLO_VERSION: u8 = 3;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
@@ -186,6 +188,9 @@ struct PeerTraffic {
     /// tries again at once. Without this a restarted member waited up to the longest
     /// back-off for the others' messages to reach it.
     dialled_in: tokio::sync::Notify,
+    /// The protocol version of the peer's latest hello (0 before the first): a refusal is
+    /// logged as a warning only when the version changed.
+    version_refused: std::sync::atomic::AtomicU8,
 }
 
 impl PeerTraffic {
@@ -1240,6 +1245,27 @@ fn hello(me: ServerId) -> [u8; 13] {
     hello
 }
 
+/// The dialling server's id and protocol version.
+fn hello_parts(hello: &[u8; 13]) -> std::io::Result<(ServerId, u8)> {
+    if &hello[..4] != HELLO_MAGIC {
+        return Err(std::io::Error::other("not a zoolog peer (bad hello)"));
+    }
+    Ok((
+        u64::from_be_bytes(hello[5..13].try_into().unwrap()),
+        hello[4],
+    ))
+}
+
+fn check_version(from: ServerId, version: u8) -> std::io::Result<()> {
+    if version == HELLO_VERSION {
+        return Ok(());
+    }
+    Err(std::io::Error::other(format!(
+        "server {from} speaks peer protocol version {version}, this server {HELLO_VERSION}: \
+         every member must run a zoolog of the same protocol version"
+    )))
+}
+
 /// Writes the message made of `parts` (one after the other) as pieces of at most
 /// `piece_bytes_max` bytes, each behind a big-endian length word with [`PIECE_CONTINUES`] set
 /// on all but the last. A length word has 31 bits for the length, and a reader refuses a
@@ -1365,10 +1391,7 @@ async fn read_peer(
     tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
         .await
         .map_err(|_| std::io::Error::other("no hello within 5 s"))??;
-    if &hello[..4] != HELLO_MAGIC || hello[4] != HELLO_VERSION {
-        return Err(std::io::Error::other("not a zoolog peer (bad hello)"));
-    }
-    let from = u64::from_be_bytes(hello[5..13].try_into().unwrap());
+    let (from, version) = hello_parts(&hello)?;
     if !members.contains(&from) {
         return Err(std::io::Error::other(format!(
             "server {from} is not a member of this ensemble"
@@ -1380,6 +1403,17 @@ async fn read_peer(
             "a connection from this server itself",
         ));
     };
+    if let Err(error) = check_version(from, version) {
+        // An operator's mistake, not network noise: said where it is seen by default, once
+        // for each version the peer dials with (it dials again and again).
+        if traffic.version_refused.swap(version, Ordering::Relaxed) != version {
+            tracing::warn!(%address, %error, "a peer of another version is refused");
+        }
+        return Err(error);
+    }
+    traffic
+        .version_refused
+        .store(HELLO_VERSION, Ordering::Relaxed);
     let serial = traffic.accept_inbound(address);
     traffic.dialled_in.notify_one();
     let result = read_frames(&mut stream, from, traffic, inbox).await;
@@ -1720,6 +1754,23 @@ mod tests {
             "no connection from the peer is left"
         );
         accepting.abort();
+    }
+
+    #[test]
+    fn a_hello_of_another_protocol_version_is_refused_and_names_both_versions() {
+        let ours = hello(7);
+        assert_eq!(hello_parts(&ours).unwrap(), (7, HELLO_VERSION));
+        check_version(7, HELLO_VERSION).unwrap();
+        let error = check_version(7, HELLO_VERSION - 1).unwrap_err().to_string();
+        let expected = format!(
+            "server 7 speaks peer protocol version {}, this server {HELLO_VERSION}",
+            HELLO_VERSION - 1
+        );
+        assert!(error.starts_with(&expected), "{error}");
+        let mut stranger = ours;
+        stranger[..4].copy_from_slice(b"HTTP");
+        let error = hello_parts(&stranger).unwrap_err().to_string();
+        assert_eq!(error, "not a zoolog peer (bad hello)");
     }
 
     /// A dial loop that waits an hour after a refusal, so only the peer's dialling in can
