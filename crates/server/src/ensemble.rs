@@ -190,7 +190,7 @@ struct PeerTraffic {
     dialled_in: tokio::sync::Notify,
     /// The protocol version of the peer's latest hello (0 before the first): a refusal is
     /// logged as a warning only when the version changed.
-    version_refused: std::sync::atomic::AtomicU8,
+    hello_version: std::sync::atomic::AtomicU8,
 }
 
 impl PeerTraffic {
@@ -1406,13 +1406,13 @@ async fn read_peer(
     if let Err(error) = check_version(from, version) {
         // An operator's mistake, not network noise: said where it is seen by default, once
         // for each version the peer dials with (it dials again and again).
-        if traffic.version_refused.swap(version, Ordering::Relaxed) != version {
+        if traffic.hello_version.swap(version, Ordering::Relaxed) != version {
             tracing::warn!(%address, %error, "a peer of another version is refused");
         }
         return Err(error);
     }
     traffic
-        .version_refused
+        .hello_version
         .store(HELLO_VERSION, Ordering::Relaxed);
     let serial = traffic.accept_inbound(address);
     traffic.dialled_in.notify_one();
