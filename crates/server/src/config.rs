@@ -244,6 +244,20 @@ pub struct PeerConfig {
     pub client_address: Option<(String, u16)>,
 }
 
+#[cfg(test)]
+impl PeerConfig {
+    /// A participant on 127.0.0.1 at ZooKeeper's usual ports, for tests that need a member.
+    pub(crate) fn local_participant() -> PeerConfig {
+        PeerConfig {
+            host: "127.0.0.1".into(),
+            quorum_port: 2888,
+            election_port: 3888,
+            observer: false,
+            client_address: None,
+        }
+    }
+}
+
 /// ZooKeeper's AdminServer settings (`zookeeper.admin.*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdminServerConfig {

@@ -1846,13 +1846,7 @@ mod tests {
 
     #[test]
     fn a_touch_the_log_refused_is_appended_at_the_next_check() {
-        let member = crate::config::PeerConfig {
-            host: "127.0.0.1".into(),
-            quorum_port: 2888,
-            election_port: 3888,
-            observer: false,
-            client_address: None,
-        };
+        let member = crate::config::PeerConfig::local_participant();
         let config = Arc::new(ServerConfig {
             tick_ms: 500,
             ensemble: Some(crate::config::EnsembleConfig {

@@ -1474,13 +1474,7 @@ mod tests {
 
     #[test]
     fn the_protocols_log_makes_room_for_a_snapshot_interval_up_to_a_bound() {
-        let member = crate::config::PeerConfig {
-            host: "127.0.0.1".into(),
-            quorum_port: 2888,
-            election_port: 3888,
-            observer: false,
-            client_address: None,
-        };
+        let member = crate::config::PeerConfig::local_participant();
         let ensemble = EnsembleConfig {
             members: [(1, member)].into_iter().collect(),
             init_limit: 10,
