@@ -6,7 +6,7 @@
 //! back as `Logged` inputs), and committed entries, installed snapshots and role changes go to
 //! the front end through one bounded channel of [`Delivery`], in the order they happened.
 //! A leader whose followers are a quorum by themselves delays its own log's fdatasyncs (see
-//! `LEADER_SYNC_DELAY` and `OwnSync`): the followers' copies make the commits.
+//! [`OwnSync`]): the followers' copies make the commits.
 //!
 //! Peers talk over the quorum port of their `server.N` line only: every server dials every
 //! other one and sends on that connection, and receives on the connections others dialled.
@@ -35,7 +35,7 @@ use zoolog_log::{
 };
 use zoolog_zab::{
     Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, LearnerSyncs, MemberRole,
-    Message, ServerId, ServingRole, Status, Zab,
+    Message, OwnSync, ServerId, ServingRole, Status, Zab, COMMIT_STALL_US,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -73,20 +73,11 @@ const APPEND_QUEUE_ENTRIES_MAX: usize = 16_384;
 /// Deliveries the front end has not taken yet; the protocol task waits when it is full.
 const DELIVERIES_MAX: usize = 1024;
 const TICK_MS: u64 = 5;
-/// The longest a leader keeps its own log written but not synced while its followers are a
-/// quorum by themselves ([`Zab::own_copy_optional`]), so that one fdatasync takes in several
-/// batches. The followers' copies make the commits; fewer syncs leave the leader, the busiest
-/// member, more CPU and the shared disk fewer flushes (bench/README, twenty-third session).
-const LEADER_SYNC_DELAY: Duration = Duration::from_millis(3);
-/// While the leader delays its syncs, a commit that has waited this long for the leader's own
-/// copy ([`Zab::own_copy_awaited`]: one follower holds the entries, the other not yet) makes
-/// the leader sync at once, so a slow follower costs a commit about this much more. Shorter
-/// waits, down to 300 µs, made the leader sync nearly as often as without a delay: the two
-/// followers' acknowledgements are often that far apart. A stall no input notices waits for
-/// tokio's timer, which counts whole milliseconds: on this project's host stalls were acted on
-/// 1.64 ms (median) after the commit began to wait, and with a timer precise to microseconds
-/// (a timerfd) 1.04 ms, which moved no create percentile (bench/README, thirtieth session).
-const COMMIT_STALL: Duration = Duration::from_millis(1);
+/// A stall no input notices waits for tokio's timer, which counts whole milliseconds: on this
+/// project's host stalls ([`COMMIT_STALL_US`]) were acted on 1.64 ms (median) after the commit
+/// began to wait, and with a timer precise to microseconds (a timerfd) 1.04 ms, which moved no
+/// create percentile (bench/README, thirtieth session).
+const COMMIT_STALL: Duration = Duration::from_micros(COMMIT_STALL_US);
 /// The most entries the protocol's in-memory log makes room for at start
 /// ([`ZabConfig::history_entries_reserved`], snapCount up to this): 56 MiB of address space;
 /// a larger snapCount grows it beyond.
@@ -625,83 +616,6 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
     })
 }
 
-/// When the leader syncs its own log (see [`LEADER_SYNC_DELAY`] and [`COMMIT_STALL`]): a
-/// decision on the protocol's state and the time, carried out by the driver.
-struct OwnSync {
-    /// Whether the replica log has the leader's sync delay.
-    delayed: bool,
-    /// The commit position last seen, and whether it waited for the leader's own copy.
-    commit: Position,
-    awaited: bool,
-    /// When the commit last moved or began to wait for the leader's copy, whichever came
-    /// last.
-    since: Instant,
-    /// Whether a sync was asked for since then.
-    asked: bool,
-}
-
-/// What [`OwnSync`] asks of the replica log.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct OwnSyncSteps {
-    delay: Option<Duration>,
-    sync_now: bool,
-}
-
-impl OwnSync {
-    fn new(commit: Position, now: Instant) -> OwnSync {
-        OwnSync {
-            delayed: false,
-            commit,
-            awaited: false,
-            since: now,
-            asked: false,
-        }
-    }
-
-    /// Follows the protocol (whether the leader's copy is optional, whether the commit waits
-    /// for it, the commit) at `now`: sets or lifts the sync delay, and asks for a sync once
-    /// per stall.
-    fn follow(
-        &mut self,
-        optional: bool,
-        awaited: bool,
-        commit: Position,
-        now: Instant,
-    ) -> OwnSyncSteps {
-        let mut steps = OwnSyncSteps::default();
-        if optional != self.delayed {
-            self.delayed = optional;
-            steps.delay = Some(if optional {
-                LEADER_SYNC_DELAY
-            } else {
-                Duration::ZERO
-            });
-            // Nothing written may wait out a delay that no longer holds.
-            steps.sync_now = !optional;
-        }
-        if commit != self.commit || (awaited && !self.awaited) {
-            self.since = now;
-            self.asked = false;
-        }
-        self.commit = commit;
-        self.awaited = awaited;
-        if self
-            .stall_deadline()
-            .is_some_and(|deadline| now >= deadline)
-        {
-            self.asked = true;
-            steps.sync_now = true;
-        }
-        steps
-    }
-
-    /// When the commit counts as stalled, if it can: the leader delays its syncs, the commit
-    /// waits for the leader's copy, and no sync was asked for yet.
-    fn stall_deadline(&self) -> Option<Instant> {
-        (self.delayed && self.awaited && !self.asked).then(|| self.since + COMMIT_STALL)
-    }
-}
-
 /// Owns the state machine and carries out its actions.
 struct Driver {
     zab: Zab,
@@ -743,7 +657,7 @@ impl Driver {
         }
         let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut own_sync = OwnSync::new(self.zab.committed_position(), Instant::now());
+        let mut own_sync = OwnSync::new(self.zab.committed_position(), self.clock_us());
         let stall = tokio::time::sleep(COMMIT_STALL);
         tokio::pin!(stall);
         loop {
@@ -785,7 +699,7 @@ impl Driver {
                 },
                 _ = tick.tick() => Input::Tick,
                 // Inputs check for a stall as they come; this is for a leader without any.
-                () = &mut stall, if own_sync.stall_deadline().is_some() => {
+                () = &mut stall, if own_sync.stall_deadline_us().is_some() => {
                     self.follow_own_sync(&mut own_sync, stall.as_mut());
                     continue;
                 }
@@ -822,30 +736,28 @@ impl Driver {
     /// Carries out what [`OwnSync`] makes of the protocol's state now, and keeps the stall
     /// timer on its deadline.
     fn follow_own_sync(&self, own_sync: &mut OwnSync, stall: Pin<&mut Sleep>) {
-        let armed = own_sync.stall_deadline();
-        let optional = self.zab.own_copy_optional();
-        // Only a delaying leader's commit can wait for its copy.
-        let awaited = optional && self.zab.own_copy_awaited();
-        let steps = own_sync.follow(
-            optional,
-            awaited,
-            self.zab.committed_position(),
-            Instant::now(),
-        );
-        if let Some(delay) = steps.delay {
-            self.replica.set_sync_delay(delay);
+        let armed = own_sync.stall_deadline_us();
+        let steps = own_sync.follow_zab(&self.zab, self.clock_us());
+        if let Some(delay_us) = steps.delay_us {
+            self.replica.set_sync_delay(Duration::from_micros(delay_us));
         }
         if steps.sync_now {
             self.replica.sync_now();
         }
         // Moved only when a stall can begin anew, not at every commit: an expired timer
         // that finds the commit moved re-arms itself here.
-        match own_sync.stall_deadline() {
-            Some(deadline) if armed.is_none() || stall.is_elapsed() => {
+        match own_sync.stall_deadline_us() {
+            Some(deadline_us) if armed.is_none() || stall.is_elapsed() => {
+                let deadline = self.clock + Duration::from_micros(deadline_us);
                 stall.reset(deadline.into());
             }
             _ => {}
         }
+    }
+
+    /// Microseconds since this driver started: the clock of [`OwnSync`].
+    fn clock_us(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// Answers the epoch queries whose position the replica's queue has reached.
@@ -1457,21 +1369,6 @@ fn wall_clock_ms() -> i64 {
 mod tests {
     use super::*;
 
-    /// An `OwnSync` whose leader has just taken the sync delay, with commit 10 waiting for
-    /// its copy since `start`.
-    fn delaying_and_awaited(start: Instant) -> OwnSync {
-        let mut own_sync = OwnSync::new(10, start);
-        let steps = own_sync.follow(true, true, 10, start);
-        assert_eq!(
-            steps,
-            OwnSyncSteps {
-                delay: Some(LEADER_SYNC_DELAY),
-                sync_now: false
-            }
-        );
-        own_sync
-    }
-
     #[test]
     fn the_protocols_log_makes_room_for_a_snapshot_interval_up_to_a_bound() {
         let member = crate::config::PeerConfig::local_participant();
@@ -1494,67 +1391,6 @@ mod tests {
             zab_config(&config, &ensemble, 1).history_entries_reserved,
             HISTORY_ENTRIES_RESERVED_MAX
         );
-    }
-
-    #[test]
-    fn a_leader_syncs_at_once_when_its_commit_stalls_while_it_delays() {
-        let start = Instant::now();
-        let mut own_sync = delaying_and_awaited(start);
-        let before = start + COMMIT_STALL / 2;
-        assert_eq!(
-            own_sync.follow(true, true, 10, before),
-            OwnSyncSteps::default()
-        );
-        let stalled = start + COMMIT_STALL;
-        assert_eq!(own_sync.stall_deadline(), Some(stalled));
-        assert!(own_sync.follow(true, true, 10, stalled).sync_now);
-        assert_eq!(own_sync.stall_deadline(), None, "asked once per stall");
-        assert!(
-            !own_sync
-                .follow(true, true, 10, stalled + COMMIT_STALL)
-                .sync_now
-        );
-        let moved = stalled + COMMIT_STALL * 2;
-        assert!(!own_sync.follow(true, true, 11, moved).sync_now);
-        assert_eq!(
-            own_sync.stall_deadline(),
-            Some(moved + COMMIT_STALL),
-            "a stall counts from the last move of the commit"
-        );
-    }
-
-    #[test]
-    fn a_stall_counts_only_while_the_commit_waits_for_the_leaders_copy() {
-        let start = Instant::now();
-        let mut own_sync = delaying_and_awaited(start);
-        let later = start + COMMIT_STALL * 3;
-        assert_eq!(
-            own_sync.follow(true, false, 11, later),
-            OwnSyncSteps::default()
-        );
-        assert_eq!(
-            own_sync.stall_deadline(),
-            None,
-            "the followers made the commit"
-        );
-        let awaited = later + COMMIT_STALL * 3;
-        assert!(!own_sync.follow(true, true, 11, awaited).sync_now);
-        assert_eq!(own_sync.stall_deadline(), Some(awaited + COMMIT_STALL));
-    }
-
-    #[test]
-    fn lifting_the_delay_syncs_what_waits_and_ends_stalls() {
-        let start = Instant::now();
-        let mut own_sync = delaying_and_awaited(start);
-        let steps = own_sync.follow(false, true, 10, start + COMMIT_STALL / 2);
-        assert_eq!(
-            steps,
-            OwnSyncSteps {
-                delay: Some(Duration::ZERO),
-                sync_now: true
-            }
-        );
-        assert_eq!(own_sync.stall_deadline(), None, "no delay, no stall");
     }
 
     fn serving(role: ServingRole) -> Status {

@@ -60,8 +60,8 @@
 //!    A leader's own copy counts like any other, once durable; while its synchronized voting
 //!    followers, heard from lately, are a quorum by themselves it is not needed at all
 //!    (`own_copy_optional`), and the driver may make it durable later, and sooner once a
-//!    commit has waited for it (`own_copy_awaited`). That moves when commits happen, never
-//!    what they are.
+//!    commit has waited for it (`own_copy_awaited`; [`OwnSync`] decides when, for both
+//!    drivers). That moves when commits happen, never what they are.
 //!    Learners deliver committed entries in log order, and since a new leader's history
 //!    contains every entry committed before it and is delivered before anything it proposes,
 //!    delivery follows primary order. Followers forward their clients' commands to the
@@ -101,6 +101,7 @@ mod election;
 mod history;
 mod machine;
 mod message;
+mod own_sync;
 mod sync;
 
 pub use commands::AppendCapacity;
@@ -108,6 +109,7 @@ pub use machine::Zab;
 pub use message::{
     Attempt, DecodeError, EntryRange, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote,
 };
+pub use own_sync::{OwnSync, OwnSyncSteps, COMMIT_STALL_US, LEADER_SYNC_DELAY_US};
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
