@@ -6,7 +6,9 @@
 //! torn writes, durable epochs, truncations and snapshots) and a simulated clock, with clients
 //! submitting commands and servers crashing and restarting at any point, even halfway through
 //! a batch of actions, or stopping for a while (as SIGSTOP or a long pause would: their
-//! inputs wait, in order, until they resume). A fault phase is followed by a liveness phase:
+//! inputs wait, in order, until they resume). A leader delays its own fsyncs and ends the
+//! delay when a commit stalls, as the real driver does ([`zoolog_zab::OwnSync`] decides for
+//! both). A fault phase is followed by a liveness phase:
 //! everything heals and restarts, and the ensemble must elect a leader, acknowledge new
 //! commands and converge; in zab mode a quarter of the seeds leave one participant (the
 //! leader, if there is one) down, and the others must converge without it.

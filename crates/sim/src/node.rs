@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use zoolog_log::{AppendError, OrderingLayer};
 use zoolog_server::core::Core;
-use zoolog_zab::{Config, Position, Status, Zab};
+use zoolog_zab::{Config, OwnSync, Position, Status, Zab};
 
 use crate::checker::mix;
 use crate::disk::Disk;
@@ -64,9 +64,37 @@ pub struct Node {
     pub status: Status,
     /// When the last scheduled fsync completes (completions stay in append order).
     pub fsync_at: u64,
+    /// When a leader syncs its own log, followed as the real driver follows it.
+    pub leader_sync: LeaderSync,
     pub restart_at: Option<u64>,
     /// Core mode: the real front end over this server's Zab (absent while crashed).
     pub front: Option<Front>,
+}
+
+/// A leader's delayed fsyncs, as the real replica log's writer holds them: with a sync delay,
+/// a write waits up to the delay for more before its fsync starts, unless told to sync now.
+pub struct LeaderSync {
+    pub own_sync: OwnSync,
+    /// The log's sync delay now (0: none).
+    pub delay_us: u64,
+    /// Appends whose fsync has not started: it waits out the delay.
+    pub held: usize,
+    /// When the held appends' delay ends.
+    pub delay_ends_at: Option<u64>,
+    /// A sync was asked for while nothing was held: the next append does not wait.
+    pub sync_now_pending: bool,
+}
+
+impl LeaderSync {
+    pub fn new(commit: Position, now_us: u64) -> LeaderSync {
+        LeaderSync {
+            own_sync: OwnSync::new(commit, now_us),
+            delay_us: 0,
+            held: 0,
+            delay_ends_at: None,
+            sync_now_pending: false,
+        }
+    }
 }
 
 /// The real `zoolog_server::core::Core` of a server, and the ordering layer it appends to.

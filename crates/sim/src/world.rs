@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use zoolog_zab::{
-    Action, AppendCapacity, Config, EntryRange, Epochs, Input, MemberRole, Message, ServerId,
-    ServingRole, Status, Zab,
+    Action, AppendCapacity, Config, Entry, EntryRange, Epochs, Input, MemberRole, Message,
+    ServerId, ServingRole, Status, Zab,
 };
 
 use crate::checker::{decode_payload, encode_payload, Checker, CommandState};
 use crate::client::{Client, Connection};
 use crate::disk::{Disk, SavedSnapshot};
 use crate::network::{NetConfig, Network};
-use crate::node::{Node, StateMachine};
+use crate::node::{LeaderSync, Node, StateMachine};
 use crate::queue::EventQueue;
 use crate::rng::Rng;
 use crate::{Mode, Options, Report};
@@ -34,6 +34,11 @@ enum Event {
         message: Message,
     },
     Fsync {
+        node: usize,
+        life: u64,
+    },
+    /// A leader's sync delay may have ended, or a commit stalled (see `LeaderSync`).
+    OwnSyncTimer {
         node: usize,
         life: u64,
     },
@@ -93,6 +98,7 @@ impl Event {
             Event::ZkToServer { conn, frame } => (12, conn << 1 | frame.is_some() as u64),
             Event::ZkToClient { conn, frame } => (13, conn << 1 | frame.is_some() as u64),
             Event::Resume { node, .. } => (14, *node as u64),
+            Event::OwnSyncTimer { node, .. } => (15, *node as u64),
         }
     }
 }
@@ -203,6 +209,7 @@ impl World {
                 last_snapshot: 0,
                 status: Status::Looking,
                 fsync_at: 0,
+                leader_sync: LeaderSync::new(0, 0),
                 restart_at: None,
                 front: None,
             })
@@ -434,6 +441,15 @@ impl World {
                     )?;
                 }
             }
+            Event::OwnSyncTimer { node, life } => {
+                if self.nodes[node].is_up() && self.nodes[node].life == life {
+                    let delay_ends_at = self.nodes[node].leader_sync.delay_ends_at;
+                    if delay_ends_at.is_some_and(|at| at <= self.now) {
+                        self.start_held_fsyncs(node);
+                    }
+                    self.follow_own_sync(node);
+                }
+            }
             Event::SnapshotRead { node, life } => {
                 if self.nodes[node].is_up() && self.nodes[node].life == life {
                     // A read error, as a real disk may give, during the faults.
@@ -498,6 +514,7 @@ impl World {
         match event {
             Event::Tick { node, .. }
             | Event::Fsync { node, .. }
+            | Event::OwnSyncTimer { node, .. }
             | Event::SnapshotRead { node, .. }
             | Event::Disconnected { node, .. }
             | Event::CoreTick { node, .. } => Some(*node),
@@ -535,6 +552,7 @@ impl World {
         node.status = Status::Looking;
         node.restart_at = None;
         node.fsync_at = self.now;
+        node.leader_sync = LeaderSync::new(0, self.now);
         let recovered = node.disk.recover();
         let life = node.life;
         self.log(Some(idx), || {
@@ -618,11 +636,84 @@ impl World {
         let actions = zab.handle(input, now_ms);
         self.trace_hash = fnv(self.trace_hash, actions.len() as u64);
         self.execute(idx, actions)?;
+        self.follow_own_sync(idx);
         self.maybe_snapshot(idx)?;
         if self.zk.is_some() {
             self.pump(idx)?;
         }
         Ok(())
+    }
+
+    /// What the real driver does after each input: follows the leader's own sync, which may
+    /// set or lift the sync delay, start held fsyncs, or arm the stall timer.
+    fn follow_own_sync(&mut self, idx: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[idx];
+        let Some(zab) = node.zab.as_ref() else {
+            return;
+        };
+        let sync = &mut node.leader_sync;
+        let armed = sync.own_sync.stall_deadline_us();
+        let steps = sync.own_sync.follow_zab(zab, now);
+        if let Some(delay_us) = steps.delay_us {
+            sync.delay_us = delay_us;
+        }
+        let stall = sync
+            .own_sync
+            .stall_deadline_us()
+            .filter(|d| armed != Some(*d));
+        let life = node.life;
+        if steps.sync_now {
+            if node.leader_sync.held > 0 {
+                self.start_held_fsyncs(idx);
+            } else {
+                node.leader_sync.sync_now_pending = true;
+            }
+        }
+        if let Some(deadline) = stall {
+            self.queue
+                .push(deadline, Event::OwnSyncTimer { node: idx, life });
+        }
+    }
+
+    /// Logs `entries` and starts their fsync, or holds it while the leader delays its syncs.
+    fn write_entries(&mut self, idx: usize, entries: &[Entry]) -> Result<(), String> {
+        let id = self.nodes[idx].id;
+        let node = &mut self.nodes[idx];
+        node.disk
+            .append(entries)
+            .map_err(|e| format!("server {id}: {e}"))?;
+        let sync = &mut node.leader_sync;
+        if sync.delay_us == 0 || std::mem::take(&mut sync.sync_now_pending) {
+            self.start_fsync(idx);
+            return Ok(());
+        }
+        sync.held += 1;
+        if sync.delay_ends_at.is_none() {
+            let at = self.now + sync.delay_us;
+            sync.delay_ends_at = Some(at);
+            let life = node.life;
+            self.queue.push(at, Event::OwnSyncTimer { node: idx, life });
+        }
+        Ok(())
+    }
+
+    fn start_held_fsyncs(&mut self, idx: usize) {
+        let sync = &mut self.nodes[idx].leader_sync;
+        let held = std::mem::take(&mut sync.held);
+        sync.delay_ends_at = None;
+        for _ in 0..held {
+            self.start_fsync(idx);
+        }
+    }
+
+    /// Schedules the completion of one append's fsync; completions stay in append order.
+    fn start_fsync(&mut self, idx: usize) {
+        let life = self.nodes[idx].life;
+        let at = (self.now + self.rng.range(self.fsync_us.0, self.fsync_us.1))
+            .max(self.nodes[idx].fsync_at);
+        self.nodes[idx].fsync_at = at;
+        self.queue.push(at, Event::Fsync { node: idx, life });
     }
 
     fn execute(&mut self, idx: usize, actions: Vec<Action>) -> Result<(), String> {
@@ -669,17 +760,7 @@ impl World {
                     }
                     self.nodes[idx].disk.truncate(after);
                 }
-                Action::Append { entries } => {
-                    self.nodes[idx]
-                        .disk
-                        .append(&entries)
-                        .map_err(|e| format!("server {id}: {e}"))?;
-                    let life = self.nodes[idx].life;
-                    let at = (self.now + self.rng.range(self.fsync_us.0, self.fsync_us.1))
-                        .max(self.nodes[idx].fsync_at);
-                    self.nodes[idx].fsync_at = at;
-                    self.queue.push(at, Event::Fsync { node: idx, life });
-                }
+                Action::Append { entries } => self.write_entries(idx, &entries)?,
                 Action::InstallSnapshot {
                     position,
                     epoch,
