@@ -823,7 +823,7 @@ impl World {
                                 .as_mut()
                                 .unwrap()
                                 .checker
-                                .committed(position, &payload)?;
+                                .committed(position, &payload, self.now)?;
                         }
                         if let Some(front) = &self.nodes[idx].front {
                             front

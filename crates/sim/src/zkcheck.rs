@@ -41,6 +41,13 @@ pub enum EntryKind {
     Other(&'static str),
 }
 
+/// How the log ended a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEnd {
+    Closed,
+    Expired { at_us: u64 },
+}
+
 pub struct ZkChecker {
     pub tree: DataTree,
     pub paths: Vec<String>,
@@ -52,6 +59,9 @@ pub struct ZkChecker {
     pub max_write_ack: i64,
     /// Sessions whose clients were told they are closed or expired.
     pub ended_sessions: BTreeSet<i64>,
+    /// How each session the log ended ended: closed, or expired, with when that expiry was
+    /// first delivered (µs), no later than the leader's decision was ordered.
+    pub ended_in_log: BTreeMap<i64, LogEnd>,
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -69,6 +79,7 @@ impl ZkChecker {
             entries: Vec::new(),
             max_write_ack: 0,
             ended_sessions: BTreeSet::new(),
+            ended_in_log: BTreeMap::new(),
             write_acks: 0,
             reads_checked: 0,
             synced_reads: 0,
@@ -78,7 +89,8 @@ impl ZkChecker {
     }
 
     /// The entry at `position` joined the common sequence.
-    pub fn committed(&mut self, position: u64, payload: &[u8]) -> Result<(), String> {
+    /// The entry at `position`, delivered for the first time (by any server) at `now_us`.
+    pub fn committed(&mut self, position: u64, payload: &[u8], now_us: u64) -> Result<(), String> {
         if payload.len() < 16 {
             return Err(format!("entry {position} is not a Core envelope"));
         }
@@ -96,7 +108,18 @@ impl ZkChecker {
             CommandOp::Attach { .. } => EntryKind::Other("attach"),
         };
         self.entries.push(kind);
+        let end = match command.op {
+            CommandOp::Expire { .. } => Some(LogEnd::Expired { at_us: now_us }),
+            CommandOp::CloseSession => Some(LogEnd::Closed),
+            _ => None,
+        };
+        let was_live = self.tree.session(command.session_id).is_some();
         self.tree.apply(position as i64, &command);
+        if let Some(end) = end {
+            if was_live && self.tree.session(command.session_id).is_none() {
+                self.ended_in_log.insert(command.session_id, end);
+            }
+        }
         for path in &self.paths {
             let now = self.tree.node(path).map(|(data, stat, _)| NodeState {
                 data,
