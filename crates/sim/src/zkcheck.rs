@@ -59,8 +59,8 @@ pub struct ZkChecker {
     pub max_write_ack: i64,
     /// Sessions whose clients were told they are closed or expired.
     pub ended_sessions: BTreeSet<i64>,
-    /// How each session the log ended ended: closed, or expired, with when that expiry was
-    /// first delivered (µs), no later than the leader's decision was ordered.
+    /// How the log ended the sessions it ended: closed, or expired, with when that expiry was
+    /// first delivered (µs), no earlier than it was ordered.
     pub ended_in_log: BTreeMap<i64, LogEnd>,
     pub write_acks: u64,
     pub reads_checked: u64,
@@ -88,8 +88,8 @@ impl ZkChecker {
         }
     }
 
-    /// The entry at `position` joined the common sequence.
-    /// The entry at `position`, delivered for the first time (by any server) at `now_us`.
+    /// The entry at `position` joined the common sequence: some server delivered it first at
+    /// `now_us`.
     pub fn committed(&mut self, position: u64, payload: &[u8], now_us: u64) -> Result<(), String> {
         if payload.len() < 16 {
             return Err(format!("entry {position} is not a Core envelope"));
