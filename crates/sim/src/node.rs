@@ -86,9 +86,11 @@ pub struct LeaderSync {
 }
 
 impl LeaderSync {
-    pub fn new(commit: Position, now_us: u64) -> LeaderSync {
+    /// For a (re)starting server, which leads nothing yet: its first follow as leader takes
+    /// up the commit position.
+    pub fn new(now_us: u64) -> LeaderSync {
         LeaderSync {
-            own_sync: OwnSync::new(commit, now_us),
+            own_sync: OwnSync::new(0, now_us),
             delay_us: 0,
             held: 0,
             delay_ends_at: None,

@@ -209,7 +209,7 @@ impl World {
                 last_snapshot: 0,
                 status: Status::Looking,
                 fsync_at: 0,
-                leader_sync: LeaderSync::new(0, 0),
+                leader_sync: LeaderSync::new(0),
                 restart_at: None,
                 front: None,
             })
@@ -552,7 +552,7 @@ impl World {
         node.status = Status::Looking;
         node.restart_at = None;
         node.fsync_at = self.now;
-        node.leader_sync = LeaderSync::new(0, self.now);
+        node.leader_sync = LeaderSync::new(self.now);
         let recovered = node.disk.recover();
         let life = node.life;
         self.log(Some(idx), || {
