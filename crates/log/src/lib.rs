@@ -64,6 +64,15 @@ pub trait OrderingLayer: Send + Sync + 'static {
     /// ([`AppendError::Full`]), the entry is too large, or the log has failed or closed.
     fn append(&self, entry: Bytes) -> Result<(), AppendError>;
 
+    /// Queues a command ahead of the commands not yet handed to ordering, in a lane with a
+    /// bound of its own, so that a backlog of client commands neither refuses nor delays it.
+    /// For entries whose place among other commands no client can observe: the sessions'
+    /// liveness reports, which are worth nothing once they come later than a timeout. A layer
+    /// without such a backlog queues it as [`OrderingLayer::append`] does.
+    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
+        self.append(entry)
+    }
+
     /// Position of the last entry known committed (durable); never decreases.
     fn committed_position(&self) -> Position;
 }

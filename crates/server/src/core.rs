@@ -913,10 +913,11 @@ impl Core {
             owner: 0,
             op: CommandOp::Touch { sessions },
         };
-        // A full append queue refuses the entry: the sessions stay due and are reported at the
-        // next check, not after their clients' next pings (which may come too late, as a third
-        // of the timeout is already gone).
-        if !self.append(0, command) {
+        // Ahead of client commands: behind a backlog of writes, a report could come later
+        // than the timeout it guards. A full lane refuses the entry: the sessions stay due and
+        // are reported at the next check, not after their clients' next pings (which may come
+        // too late, as a third of the timeout is already gone).
+        if !self.append_urgent(command) {
             self.touched.extend(reported);
         }
     }
@@ -1010,19 +1011,23 @@ impl Core {
 
     /// Hands a command to the ordering layer; false when it refused (queue full, log failed).
     fn append(&mut self, connection: ConnectionId, command: Command) -> bool {
+        let entry = self.envelope(connection, command);
+        accepted(self.log.append(entry))
+    }
+
+    /// Hands a command to the ordering layer ahead of the client commands it holds.
+    fn append_urgent(&mut self, command: Command) -> bool {
+        let entry = self.envelope(0, command);
+        accepted(self.log.append_urgent(entry))
+    }
+
+    fn envelope(&self, connection: ConnectionId, command: Command) -> bytes::Bytes {
         let entry = Envelope {
             origin: self.origin,
             connection,
             command,
-        }
-        .encode();
-        match self.log.append(bytes::Bytes::from(entry)) {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::warn!(%error, "the log refused a command");
-                false
-            }
-        }
+        };
+        bytes::Bytes::from(entry.encode())
     }
 
     // ---- requests ------------------------------------------------------------------------
@@ -1810,25 +1815,57 @@ fn notification_frame(zxid: Zxid, event: &WatcherEvent) -> Vec<u8> {
     })
 }
 
+fn accepted(appended: Result<(), zoolog_log::AppendError>) -> bool {
+    match appended {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "the log refused a command");
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An ordering layer that queues appends, or refuses them all while `refusing` is set (as
-    /// a full queue does).
+    /// An ordering layer that queues appends in two lanes, and refuses them while the lane's
+    /// switch is set (as a full lane does).
     #[derive(Default)]
     struct QueueLayer {
         queued: std::sync::Mutex<VecDeque<bytes::Bytes>>,
+        urgent: std::sync::Mutex<VecDeque<bytes::Bytes>>,
         refusing: std::sync::atomic::AtomicBool,
+        refusing_urgent: std::sync::atomic::AtomicBool,
+    }
+
+    impl QueueLayer {
+        fn refuse(&self, commands: bool, urgent: bool) {
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            self.refusing.store(commands, relaxed);
+            self.refusing_urgent.store(urgent, relaxed);
+        }
+    }
+
+    fn push(
+        lane: &std::sync::Mutex<VecDeque<bytes::Bytes>>,
+        refusing: &std::sync::atomic::AtomicBool,
+        entry: bytes::Bytes,
+    ) -> Result<(), zoolog_log::AppendError> {
+        if refusing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(zoolog_log::AppendError::Full);
+        }
+        lane.lock().unwrap().push_back(entry);
+        Ok(())
     }
 
     impl OrderingLayer for QueueLayer {
         fn append(&self, entry: bytes::Bytes) -> Result<(), zoolog_log::AppendError> {
-            if self.refusing.load(std::sync::atomic::Ordering::Relaxed) {
-                return Err(zoolog_log::AppendError::Full);
-            }
-            self.queued.lock().unwrap().push_back(entry);
-            Ok(())
+            push(&self.queued, &self.refusing, entry)
+        }
+
+        fn append_urgent(&self, entry: bytes::Bytes) -> Result<(), zoolog_log::AppendError> {
+            push(&self.urgent, &self.refusing_urgent, entry)
         }
 
         fn committed_position(&self) -> zoolog_log::Position {
@@ -1844,8 +1881,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_touch_the_log_refused_is_appended_at_the_next_check() {
+    /// A follower's Core with one session (6 s timeout) whose client pinged at 1.9 s, over
+    /// a layer the test can make refuse.
+    fn follower_with_a_pinged_session() -> (Core, Arc<QueueLayer>) {
         let member = crate::config::PeerConfig::local_participant();
         let config = Arc::new(ServerConfig {
             tick_ms: 500,
@@ -1899,26 +1937,46 @@ mod tests {
             frame_bytes: 12,
         };
         core.handle(ping, at_ms(1_900));
+        (core, layer)
+    }
 
-        // A third of the 6 s timeout, less a check interval, after the session was logged.
-        layer
-            .refusing
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        core.handle(Input::Tick, at_ms(2_000));
-        layer
-            .refusing
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        assert!(layer.queued.lock().unwrap().is_empty());
-
-        core.handle(Input::Tick, at_ms(2_250));
-        let entry = layer.queued.lock().unwrap().pop_front();
-        let entry = entry.expect("the refused touch is appended again at the next check");
+    /// The sessions a queued liveness report names, with how long ago each was heard (ms).
+    fn reported(entry: Option<bytes::Bytes>) -> Vec<(i64, u32)> {
+        let entry = entry.expect("a liveness report was appended");
         let command = Envelope::decode(&entry).unwrap().command;
         let CommandOp::Touch { sessions } = command.op else {
             panic!("expected a touch, got {command:?}");
         };
-        assert_eq!(sessions.len(), 1, "{sessions:?}");
-        assert_eq!(sessions[0].idle_ms, 350, "heard from at the ping, 1.9 s");
+        sessions.iter().map(|s| (s.session_id, s.idle_ms)).collect()
+    }
+
+    #[test]
+    fn a_touch_the_log_refused_is_appended_at_the_next_check() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+
+        // A third of the 6 s timeout, less a check interval, after the session was logged.
+        layer.refuse(true, true);
+        core.handle(Input::Tick, at_ms(2_000));
+        layer.refuse(false, false);
+        assert!(layer.urgent.lock().unwrap().is_empty());
+
+        core.handle(Input::Tick, at_ms(2_250));
+        let touch = reported(layer.urgent.lock().unwrap().pop_front());
+        assert_eq!(touch.len(), 1, "{touch:?}");
+        assert_eq!(touch[0].1, 350, "heard from at the ping, 1.9 s");
+    }
+
+    #[test]
+    fn a_touch_goes_ahead_of_client_commands_and_past_their_full_queue() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+
+        layer.refuse(true, false);
+        core.handle(Input::Tick, at_ms(2_000));
+
+        let touch = reported(layer.urgent.lock().unwrap().pop_front());
+        assert_eq!(touch.len(), 1, "{touch:?}");
+        assert_eq!(touch[0].1, 100, "heard from at the ping, 1.9 s");
+        assert!(layer.queued.lock().unwrap().is_empty());
     }
 
     #[test]

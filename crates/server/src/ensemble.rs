@@ -34,8 +34,8 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
-    Action, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, LearnerSyncs, MemberRole,
-    Message, OwnSync, ServerId, ServingRole, Status, Zab, COMMIT_STALL_US,
+    Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, LearnerSyncs,
+    MemberRole, Message, OwnSync, ServerId, ServingRole, Status, Zab, COMMIT_STALL_US,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -70,6 +70,9 @@ const PEER_QUEUE_MESSAGES_MAX: usize = 8192;
 const INBOX_MESSAGES_MAX: usize = 8192;
 /// Commands from the front end waiting to be ordered.
 const APPEND_QUEUE_ENTRIES_MAX: usize = 16_384;
+/// Urgent commands (sessions' liveness reports, one per half tick at most) waiting to be
+/// ordered ahead of the others.
+const URGENT_QUEUE_ENTRIES_MAX: usize = 64;
 /// Deliveries the front end has not taken yet; the protocol task waits when it is full.
 const DELIVERIES_MAX: usize = 1024;
 const TICK_MS: u64 = 5;
@@ -93,6 +96,7 @@ const SNAPSHOT_EPOCH_BYTES: usize = 8;
 /// The front end's handle: appends commands, and reports snapshots it saved.
 pub struct Ensemble {
     appends: mpsc::Sender<Bytes>,
+    urgent_appends: mpsc::Sender<Bytes>,
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
     replica: Arc<ReplicaLog>,
@@ -333,6 +337,7 @@ impl Ensemble {
         let zab_config = zab_config(config, ensemble, me);
         let (zab, first_actions) = Zab::new(zab_config, recovered, 0);
         let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE_ENTRIES_MAX);
+        let (urgent_tx, urgent_rx) = mpsc::channel(URGENT_QUEUE_ENTRIES_MAX);
         let (control_tx, control_rx) = mpsc::channel(64);
         let (inbox_tx, inbox_rx) = mpsc::channel(INBOX_MESSAGES_MAX);
         let (deliveries_tx, deliveries_rx) = mpsc::channel(DELIVERIES_MAX);
@@ -388,15 +393,20 @@ impl Ensemble {
             held_appends: VecDeque::new(),
             epoch_queries: Vec::new(),
         };
+        let appends = AppendLanes {
+            urgent: urgent_rx,
+            commands: appends_rx,
+        };
         tasks.push(tokio::spawn(driver.run(
             first_actions,
-            appends_rx,
+            appends,
             inbox_rx,
             control_rx,
             durable,
         )));
         let ensemble = Arc::new(Ensemble {
             appends: appends_tx,
+            urgent_appends: urgent_tx,
             control: control_tx,
             committed,
             replica,
@@ -512,18 +522,28 @@ impl Ensemble {
     }
 }
 
-impl OrderingLayer for Ensemble {
-    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
+impl Ensemble {
+    fn send_append(&self, lane: &mpsc::Sender<Bytes>, entry: Bytes) -> Result<(), AppendError> {
         if entry.len() > self.entry_bytes_max {
             return Err(AppendError::TooLarge {
                 entry_bytes: entry.len(),
                 entry_bytes_max: self.entry_bytes_max,
             });
         }
-        self.appends.try_send(entry).map_err(|error| match error {
+        lane.try_send(entry).map_err(|error| match error {
             mpsc::error::TrySendError::Full(_) => AppendError::Full,
             mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
         })
+    }
+}
+
+impl OrderingLayer for Ensemble {
+    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
+        self.send_append(&self.appends, entry)
+    }
+
+    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
+        self.send_append(&self.urgent_appends, entry)
     }
 
     fn committed_position(&self) -> Position {
@@ -617,6 +637,40 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
 }
 
 /// Owns the state machine and carries out its actions.
+/// The front end's commands on their way to the protocol: urgent ones (liveness reports)
+/// go ahead of every client command still waiting.
+struct AppendLanes {
+    urgent: mpsc::Receiver<Bytes>,
+    commands: mpsc::Receiver<Bytes>,
+}
+
+impl AppendLanes {
+    /// The next command, urgent ones first; waits for one.
+    async fn recv(&mut self) -> Option<Bytes> {
+        if let Ok(entry) = self.urgent.try_recv() {
+            return Some(entry);
+        }
+        tokio::select! {
+            biased;
+            Some(entry) = self.urgent.recv() => Some(entry),
+            Some(entry) = self.commands.recv() => Some(entry),
+            else => None,
+        }
+    }
+
+    /// `first` (just received) and what else waits, urgent ones first, as far as the
+    /// protocol has room.
+    fn take(&mut self, first: Bytes, capacity: AppendCapacity) -> Vec<Bytes> {
+        let mut first = Some(first);
+        capacity.fill(|| {
+            first
+                .take()
+                .or_else(|| self.urgent.try_recv().ok())
+                .or_else(|| self.commands.try_recv().ok())
+        })
+    }
+}
+
 struct Driver {
     zab: Zab,
     replica: Arc<ReplicaLog>,
@@ -645,7 +699,7 @@ impl Driver {
     async fn run(
         mut self,
         first_actions: Vec<Action>,
-        mut appends: mpsc::Receiver<Bytes>,
+        mut appends: AppendLanes,
         mut inbox: mpsc::Receiver<PeerEvent>,
         mut control: mpsc::Receiver<Control>,
         durable: mpsc::Receiver<Durable>,
@@ -678,12 +732,7 @@ impl Driver {
                         // been ordered, as far as the client knows.
                         continue;
                     }
-                    let mut first = Some(first);
-                    let payloads = self
-                        .zab
-                        .append_capacity()
-                        .fill(|| first.take().or_else(|| appends.try_recv().ok()));
-                    Input::Append { payloads }
+                    Input::Append { payloads: appends.take(first, self.zab.append_capacity()) }
                 }
                 Some(command) = control.recv() => match command {
                     Control::EpochAt { position, reply } => {
@@ -1368,6 +1417,34 @@ fn wall_clock_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn urgent_appends_go_ahead_of_the_client_commands_waiting() {
+        let (commands_tx, commands) = mpsc::channel(8);
+        let (urgent_tx, urgent) = mpsc::channel(8);
+        let mut lanes = AppendLanes { urgent, commands };
+        for command in ["c1", "c2", "c3"] {
+            commands_tx.try_send(Bytes::from(command)).unwrap();
+        }
+        urgent_tx.try_send(Bytes::from("u1")).unwrap();
+        urgent_tx.try_send(Bytes::from("u2")).unwrap();
+
+        let first = lanes.recv().await.unwrap();
+        assert_eq!(first, "u1");
+        let room = AppendCapacity {
+            commands: 3,
+            bytes: 1 << 20,
+        };
+        assert_eq!(lanes.take(first, room), ["u1", "u2", "c1"]);
+
+        urgent_tx.try_send(Bytes::from("u3")).unwrap();
+        let first = lanes.recv().await.unwrap();
+        assert_eq!(
+            first, "u3",
+            "an urgent command overtakes those still waiting"
+        );
+        assert_eq!(lanes.take(first, room), ["u3", "c2", "c3"]);
+    }
 
     #[test]
     fn the_protocols_log_makes_room_for_a_snapshot_interval_up_to_a_bound() {

@@ -26,7 +26,9 @@
 //! - **Liveness is reported, expiry is decided once.** Each server appends, at most every half
 //!   tick, one `Touch` entry naming sessions heard from on it and how long ago, once the log's
 //!   latest news of one of them is about a third of its timeout old; the deciding server counts
-//!   a session's timeout from the reported contact. Only the leader (or a standalone
+//!   a session's timeout from the reported contact. Reports go to the ordering layer ahead of
+//!   the client commands waiting there (`append_urgent`), so that a backlog of writes cannot
+//!   hold them back past the timeout they guard. Only the leader (or a standalone
 //!   server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
 //!   where P is the session's last sign of life the leader has applied. Any sign of life ordered
 //!   between P and the expiry cancels it on every replica alike, so a session whose client keeps

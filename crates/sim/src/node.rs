@@ -61,7 +61,10 @@ pub struct Node {
     pub machine: StateMachine,
     /// Position of the last snapshot the state machine saved (or restored from).
     pub last_snapshot: Position,
+    /// Changed only through [`Node::set_status`], which keeps `serving_since_us` with it.
     pub status: Status,
+    /// Since when the server has been serving without a break (none while it is not).
+    pub serving_since_us: Option<u64>,
     /// When the last scheduled fsync completes (completions stay in append order).
     pub fsync_at: u64,
     /// When a leader syncs its own log, followed as the real driver follows it.
@@ -108,7 +111,10 @@ pub struct Front {
 /// The ordering layer a simulated server's Core appends to: a bounded queue the simulator
 /// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
 /// ensemble driver does; what is queued while Zab is not serving is dropped, as there.
+/// Core's commands waiting for Zab, in two lanes of `capacity` each as the real ensemble
+/// layer keeps them: urgent ones (liveness reports) are taken first.
 pub struct SimLayer {
+    pub urgent: Mutex<VecDeque<Bytes>>,
     pub queue: Mutex<VecDeque<Bytes>>,
     pub capacity: usize,
     pub committed: AtomicU64,
@@ -117,6 +123,7 @@ pub struct SimLayer {
 impl SimLayer {
     pub fn new(capacity: usize, committed: Position) -> SimLayer {
         SimLayer {
+            urgent: Mutex::new(VecDeque::new()),
             queue: Mutex::new(VecDeque::new()),
             capacity,
             committed: AtomicU64::new(committed),
@@ -124,29 +131,38 @@ impl SimLayer {
     }
 
     pub fn pop_front(&self) -> Option<Bytes> {
-        self.queue.lock().unwrap().pop_front()
+        let urgent = self.urgent.lock().unwrap().pop_front();
+        urgent.or_else(|| self.queue.lock().unwrap().pop_front())
     }
 
     pub fn queued(&self) -> usize {
-        self.queue.lock().unwrap().len()
+        self.urgent.lock().unwrap().len() + self.queue.lock().unwrap().len()
     }
 
     pub fn clear(&self) -> usize {
-        let mut queue = self.queue.lock().unwrap();
-        let n = queue.len();
-        queue.clear();
+        let n = self.queued();
+        self.urgent.lock().unwrap().clear();
+        self.queue.lock().unwrap().clear();
         n
+    }
+
+    fn push(&self, lane: &Mutex<VecDeque<Bytes>>, entry: Bytes) -> Result<(), AppendError> {
+        let mut lane = lane.lock().unwrap();
+        if lane.len() >= self.capacity {
+            return Err(AppendError::Full);
+        }
+        lane.push_back(entry);
+        Ok(())
     }
 }
 
 impl OrderingLayer for SimLayer {
     fn append(&self, entry: Bytes) -> Result<(), AppendError> {
-        let mut queue = self.queue.lock().unwrap();
-        if queue.len() >= self.capacity {
-            return Err(AppendError::Full);
-        }
-        queue.push_back(entry);
-        Ok(())
+        self.push(&self.queue, entry)
+    }
+
+    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
+        self.push(&self.urgent, entry)
     }
 
     fn committed_position(&self) -> Position {
@@ -157,5 +173,15 @@ impl OrderingLayer for SimLayer {
 impl Node {
     pub fn is_up(&self) -> bool {
         self.zab.is_some()
+    }
+
+    pub fn set_status(&mut self, status: Status, now_us: u64) {
+        // Serving the same epoch again is no break; a new epoch's service begins anew.
+        self.serving_since_us = match status {
+            Status::Looking => None,
+            Status::Serving { .. } if status == self.status => self.serving_since_us,
+            Status::Serving { .. } => Some(now_us),
+        };
+        self.status = status;
     }
 }

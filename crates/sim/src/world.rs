@@ -140,6 +140,9 @@ pub(crate) struct World {
     /// A participant the liveness phase leaves crashed (some seeds, zab mode): the others
     /// must converge without it, as an ensemble that lost a member for good does.
     left_down: Option<usize>,
+    /// Clients go on until then before they quiesce (some seeds, core mode): sessions that
+    /// live on their servers' reports alone must outlive a few timeouts of calm.
+    calm_until: u64,
     deadline: u64,
     post_heal_acked: u64,
     crashes: u64,
@@ -208,6 +211,7 @@ impl World {
                 },
                 last_snapshot: 0,
                 status: Status::Looking,
+                serving_since_us: None,
                 fsync_at: 0,
                 leader_sync: LeaderSync::new(0),
                 restart_at: None,
@@ -270,6 +274,7 @@ impl World {
             faults_end: faults_ms * 1_000,
             liveness_us: options.liveness_ms * 1_000,
             left_down: None,
+            calm_until: 0,
             deadline: u64::MAX,
             post_heal_acked: 0,
             crashes: 0,
@@ -549,7 +554,7 @@ impl World {
             },
         };
         node.last_snapshot = snapshot_position;
-        node.status = Status::Looking;
+        node.set_status(Status::Looking, self.now);
         node.restart_at = None;
         node.fsync_at = self.now;
         node.leader_sync = LeaderSync::new(self.now);
@@ -589,7 +594,7 @@ impl World {
             let node = &mut self.nodes[idx];
             node.zab = None;
             node.life += 1;
-            node.status = Status::Looking;
+            node.set_status(Status::Looking, self.now);
             node.disk.crash(&mut self.rng)
         };
         self.log(Some(idx), || {
@@ -819,11 +824,7 @@ impl World {
                             continue;
                         }
                         if new {
-                            self.zk
-                                .as_mut()
-                                .unwrap()
-                                .checker
-                                .committed(position, &payload, self.now)?;
+                            self.zk_committed(position, &payload)?;
                         }
                         if let Some(front) = &self.nodes[idx].front {
                             front
@@ -841,7 +842,7 @@ impl World {
                     }
                 }
                 Action::StatusChanged(status) => {
-                    self.nodes[idx].status = status;
+                    self.nodes[idx].set_status(status, self.now);
                     self.end_connections(idx);
                     if self.zk.is_some() {
                         self.core_input(idx, zoolog_server::core::Input::Role(status.into()))?;
@@ -1145,6 +1146,7 @@ impl World {
         self.net.config.duplicate_p = 0.0;
         self.net.config.tail_p = 0.0;
         self.left_down = self.choose_left_down();
+        self.calm_until = self.now + self.choose_calm_stretch_us();
         for idx in 0..self.nodes.len() {
             self.resume(idx)?;
             if Some(idx) == self.left_down {
@@ -1176,6 +1178,17 @@ impl World {
                 participants[self.rng.below(participants.len() as u64) as usize]
             }),
         )
+    }
+
+    fn choose_calm_stretch_us(&mut self) -> u64 {
+        let Some(zk) = &self.zk else {
+            return 0;
+        };
+        let longest_us = zk.longest_requested_timeout_us();
+        if !self.rng.chance(0.25) {
+            return 0;
+        }
+        2 * longest_us
     }
 
     /// Every server but the one left down for the liveness phase.
@@ -1223,7 +1236,7 @@ impl World {
             Some(zk) => zk.post_heal_acked,
             None => self.post_heal_acked,
         };
-        if !all_follow || post_heal_acked == 0 {
+        if !all_follow || post_heal_acked == 0 || self.now < self.calm_until {
             return false;
         }
         self.quiesce = true;

@@ -67,3 +67,23 @@ fn core_mode_is_deterministic_and_not_vacuous() {
         "the checkers saw too little: {acks} write replies, {reads} reads, {synced} after a sync"
     );
 }
+
+/// Seeds that found a bug, with what they found. A change to the simulator's draws may send a
+/// seed elsewhere; it stays as a cheap check all the same.
+#[test]
+fn seeds_that_found_bugs_pass() {
+    let core = Options {
+        mode: Some(Mode::Core),
+        ..Options::default()
+    };
+    let found = [(
+        755834,
+        "a read-only client's session expired while it talked to its server: the server's \
+         liveness reports waited behind client writes in its full append queue",
+    )];
+    for (seed, bug) in found {
+        if let Err(failure) = run_seed(seed, &core) {
+            panic!("seed {seed} ({bug}): {failure}");
+        }
+    }
+}

@@ -25,7 +25,7 @@ use zoolog_zab::Input;
 use super::{fnv, Event, Phase, World};
 use crate::node::{Front, SimLayer};
 use crate::rng::Rng;
-use crate::zkcheck::{LogEnd, ZkChecker};
+use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
@@ -42,6 +42,18 @@ pub(crate) struct ZkState {
     core_tick_us: (u64, u64),
     append_queue_max: usize,
     pub(crate) post_heal_acked: u64,
+    /// For each session and server, the frames that server has been hearing from the
+    /// session's client on its current connection without a long gap.
+    streaks: BTreeMap<(i64, usize), Streak>,
+}
+
+/// Frames one server heard from a client on one connection, each within half the session's
+/// timeout of the one before.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    conn: u64,
+    first_us: u64,
+    last_us: u64,
 }
 
 struct Conn {
@@ -239,6 +251,7 @@ impl ZkState {
             core_tick_us: (core_tick / 2, core_tick),
             append_queue_max: *rng.pick(&[4, 64, 16_384]).unwrap(),
             post_heal_acked: 0,
+            streaks: BTreeMap::new(),
         }
     }
 }
@@ -246,6 +259,11 @@ impl ZkState {
 impl ZkState {
     pub(crate) fn core_tick_us(&self) -> (u64, u64) {
         self.core_tick_us
+    }
+
+    pub(crate) fn longest_requested_timeout_us(&self) -> u64 {
+        let longest_ms = self.clients.iter().map(|c| c.requested_timeout_ms).max();
+        longest_ms.unwrap_or(0) as u64 * 1000
     }
 
     /// The server a client connection leads to.
@@ -539,9 +557,97 @@ impl World {
             c.held.push_back(frame);
             return Ok(());
         }
+        let client = c.client;
         let input = request_input(conn, &frame)
             .ok_or_else(|| format!("a request frame of {} bytes has no header", frame.len()))?;
+        self.heard_by_server(client, idx, conn);
         self.core_input(idx, input)
+    }
+
+    /// A server reads a request from a client: part of a streak if the connection is the
+    /// client's current one and the last frame came less than half a timeout ago.
+    fn heard_by_server(&mut self, c: usize, idx: usize, conn: u64) {
+        let now = self.now;
+        let zk = self.zk();
+        let client = &zk.clients[c];
+        let Some(session) = client
+            .session
+            .as_ref()
+            .filter(|_| client.link == Link::Connected(conn))
+        else {
+            return;
+        };
+        let gap_max_us = session.timeout_ms as u64 * 1000 / 2;
+        let fresh = Streak {
+            conn,
+            first_us: now,
+            last_us: now,
+        };
+        let streak = zk.streaks.entry((session.id, idx)).or_insert(fresh);
+        if streak.conn != conn || now - streak.last_us > gap_max_us {
+            *streak = fresh;
+        }
+        streak.last_us = now;
+    }
+
+    /// The entry at `position` joined the common sequence (delivered for the first time).
+    pub(super) fn zk_committed(&mut self, position: u64, payload: &[u8]) -> Result<(), String> {
+        let now = self.now;
+        let expiry = self
+            .zk()
+            .checker
+            .committed(position, payload, now, WALL_EPOCH_MS)?;
+        match expiry {
+            Some(expiry) => self.check_expiry_heard(expiry),
+            None => Ok(()),
+        }
+    }
+
+    /// A session whose client keeps talking to a server that reaches the quorum is never
+    /// expired (`zoolog_server`'s docs): each such server reports it about every third of its
+    /// timeout, so the log's news of it stays well under a timeout old. Once faults have
+    /// stopped, an expiry ordered less than half a timeout after a frame of a streak that a
+    /// server heard while serving one epoch (from before the streak until now) therefore
+    /// means a report missing or late.
+    fn check_expiry_heard(&mut self, expiry: Expiry) -> Result<(), String> {
+        let (phase, faults_end) = (self.phase, self.faults_end);
+        let timeout_us = expiry.timeout_ms as u64 * 1000;
+        let zk = self.zk();
+        let heard: Vec<(usize, Streak)> = zk
+            .streaks
+            .range((expiry.session_id, 0)..=(expiry.session_id, usize::MAX))
+            .map(|(&(_, idx), streak)| (idx, *streak))
+            .collect();
+        zk.streaks
+            .retain(|&(session_id, _), _| session_id != expiry.session_id);
+        if phase != Phase::Liveness {
+            return Ok(());
+        }
+        for (idx, streak) in heard {
+            let served = self.nodes[idx]
+                .serving_since_us
+                .is_some_and(|since_us| since_us <= streak.first_us);
+            // The frames came at most half a timeout apart, so one came less than that
+            // before the expiry was ordered.
+            let talking = streak.first_us <= expiry.ordered_us
+                && expiry.ordered_us < streak.last_us + timeout_us / 2;
+            if streak.first_us >= faults_end && served && talking {
+                return Err(format!(
+                    "session {:#x} (timeout {} ms) expired, ordered at about {} us, although \
+                     server {} (serving since {} us) heard its client on connection {} from {} \
+                     us until {} us, after the faults ended at {faults_end} us",
+                    expiry.session_id,
+                    expiry.timeout_ms,
+                    expiry.ordered_us,
+                    self.nodes[idx].id,
+                    self.nodes[idx].serving_since_us.unwrap_or_default(),
+                    streak.conn,
+                    streak.first_us,
+                    streak.last_us,
+                ));
+            }
+        }
+        Ok(())
     }
 
     // ----- clients ----------------------------------------------------------------------
