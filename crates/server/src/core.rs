@@ -280,9 +280,14 @@ struct LiveSession {
     /// long ago that was).
     heard_ms: u64,
     /// When the client was last heard from anywhere, as far as the log has told this server
-    /// (on this server's clock): its Touch entries wait until that is a third of the
-    /// session's timeout old.
+    /// (on this server's clock): its Touch entries wait until that, and the contact it
+    /// reported last, are a third of the session's timeout old.
     logged_heard_ms: u64,
+    /// The latest contact this server put in a report of its own, ordered or not: the next
+    /// report waits a third of the timeout from it too, so that reports slower to order than
+    /// to make do not pile up in the queue, each behind the last (0: none since this server
+    /// last began serving).
+    reported_heard_ms: u64,
     connection: Option<ConnectionId>,
     /// A close has been appended; the session accepts nothing more.
     closing: bool,
@@ -297,10 +302,16 @@ impl LiveSession {
             deadline_ms: now_ms + timeout_ms as u64,
             heard_ms: now_ms,
             logged_heard_ms: now_ms,
+            reported_heard_ms: 0,
             connection: None,
             closing: false,
             expiring: false,
         }
+    }
+
+    /// The latest contact with the client that is reported, or on its way to the log.
+    fn news_ms(&self) -> u64 {
+        self.logged_heard_ms.max(self.reported_heard_ms)
     }
 
     fn refresh(&mut self, now_ms: u64) {
@@ -857,8 +868,9 @@ impl Core {
 
     /// Tells the ensemble, in one entry, which sessions were heard from here and how long ago:
     /// whoever decides expiry sees them applied and counts their timeouts from then (the
-    /// ordering delay only adds to that). A session is reported once the log's latest news of
-    /// it is a third of its timeout old, less the check interval. Its client pings every third
+    /// ordering delay only adds to that). A session is reported once the latest news of it
+    /// (in the log, or in a report of this server's still on its way) is a third of its
+    /// timeout old, less the check interval. Its client pings every third
     /// of the timeout, so each report still comes at most a ping interval and a check interval
     /// after the contact reported last, as when every ping was reported: a live session keeps
     /// the same margin before its deadline, and a dead client's session ends no later. A
@@ -876,7 +888,7 @@ impl Core {
         self.touched.retain(|id| sessions.contains_key(id));
         let staleness = |id: &i64| {
             let session = &sessions[id];
-            let stale_ms = now_ms.saturating_sub(session.logged_heard_ms);
+            let stale_ms = now_ms.saturating_sub(session.news_ms());
             let report_after_ms = (session.timeout_ms as u64 / 3).saturating_sub(interval_ms);
             (stale_ms, report_after_ms)
         };
@@ -919,6 +931,11 @@ impl Core {
         // too late, as a third of the timeout is already gone).
         if !self.append_urgent(command) {
             self.touched.extend(reported);
+            return;
+        }
+        for session_id in &reported {
+            let session = self.sessions.get_mut(session_id).expect("reported live");
+            session.reported_heard_ms = session.heard_ms;
         }
     }
 
@@ -1546,13 +1563,16 @@ impl Core {
             for connection in doomed {
                 self.close(connection);
             }
-            self.touched.clear();
-            // A close this server appended may have been lost with the change (dropped
-            // before ordering, or with a deposed leader's uncommitted entries). If it still
-            // commits, the session ends then; until it does, the session is live like any
-            // other: it may be taken over here, and expired when this server decides expiry.
+            // A close or a report this server appended may have been lost with the change
+            // (dropped before ordering, or with a deposed leader's uncommitted entries). If a
+            // close still commits, the session ends then; until it does, the session is live
+            // like any other: it may be taken over here, and expired when this server decides
+            // expiry. The next report waits for none that may be lost, and the sessions heard
+            // from here stay due for one (`touched`): a client that was talking here keeps the
+            // timeout it counted on while it finds another server.
             for session in self.sessions.values_mut() {
                 session.closing = false;
+                session.reported_heard_ms = 0;
             }
         }
         if role.decides_expiry() {
@@ -1977,6 +1997,49 @@ mod tests {
         assert_eq!(touch.len(), 1, "{touch:?}");
         assert_eq!(touch[0].1, 100, "heard from at the ping, 1.9 s");
         assert!(layer.queued.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_touch_comes_a_third_of_the_timeout_after_the_last_one_even_if_not_yet_ordered() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+        core.handle(Input::Tick, at_ms(2_000));
+        reported(layer.urgent.lock().unwrap().pop_front());
+        let ping = || Input::Request {
+            connection: 1,
+            xid: zoolog_proto::codes::xid::PING,
+            request: Request::Ping,
+            frame_bytes: 12,
+        };
+
+        core.handle(ping(), at_ms(2_100));
+        core.handle(Input::Tick, at_ms(2_250));
+        assert!(
+            layer.urgent.lock().unwrap().is_empty(),
+            "no second report while the first, of the ping at 1.9 s, is recent"
+        );
+
+        // A third of the 6 s timeout after 1.9 s, less a check interval.
+        core.handle(ping(), at_ms(3_600));
+        core.handle(Input::Tick, at_ms(3_750));
+        let touch = reported(layer.urgent.lock().unwrap().pop_front());
+        assert_eq!(touch.len(), 1, "{touch:?}");
+        assert_eq!(touch[0].1, 150, "heard from at the ping, 3.6 s");
+    }
+
+    #[test]
+    fn a_session_heard_before_the_server_stopped_serving_is_reported_once_it_serves_again() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+        core.handle(Input::Role(Role::Looking), at_ms(1_950));
+        let follower = Role::Follower {
+            leader: 2,
+            epoch: 1,
+        };
+        core.handle(Input::Role(follower), at_ms(1_960));
+
+        core.handle(Input::Tick, at_ms(2_000));
+        let touch = reported(layer.urgent.lock().unwrap().pop_front());
+        assert_eq!(touch.len(), 1, "{touch:?}");
+        assert_eq!(touch[0].1, 100, "heard from at the ping, 1.9 s");
     }
 
     #[test]

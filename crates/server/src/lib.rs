@@ -28,8 +28,11 @@
 //!   latest news of one of them is about a third of its timeout old; the deciding server counts
 //!   a session's timeout from the reported contact. Reports go to the ordering layer ahead of
 //!   the client commands waiting there (`append_urgent`), so that a backlog of writes cannot
-//!   hold them back past the timeout they guard. Only the leader (or a standalone
-//!   server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
+//!   hold them back past the timeout they guard. A server's next report of a session waits a
+//!   third of the timeout from its last one, whether ordered yet or not (reports slower to
+//!   order than to make would otherwise queue behind each other, the freshest last), and a
+//!   server reports what it heard before it left the quorum once it is back. Only the leader
+//!   (or a standalone server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
 //!   where P is the session's last sign of life the leader has applied. Any sign of life ordered
 //!   between P and the expiry cancels it on every replica alike, so a session whose client keeps
 //!   talking to *any* server that reaches the quorum is never expired, two leaders racing (an
