@@ -127,12 +127,15 @@ pub struct Report {
     /// A hash of every event's time, order and kind: equal for equal seeds.
     pub trace_hash: u64,
     /// Core mode: write replies checked against the common sequence, reads checked against
-    /// the common state (of which after a sync), sessions created and seen expired.
+    /// the common state (of which after a sync), sessions created and seen expired, watches
+    /// left and seen fire.
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
     pub sessions_created: u64,
     pub sessions_expired: u64,
+    pub watches_set: u64,
+    pub watches_fired: u64,
 }
 
 #[derive(Debug, Clone)]

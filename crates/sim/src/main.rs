@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     let mut failures = 0u64;
     let (mut events, mut committed, mut crashes, mut pauses) = (0u64, 0u64, 0u64, 0u64);
     let (mut core_seeds, mut write_acks, mut reads, mut synced_reads) = (0u64, 0u64, 0u64, 0u64);
-    let mut expired = 0u64;
+    let (mut expired, mut watches_set, mut watches_fired) = (0u64, 0u64, 0u64);
     for seed in from..from + count {
         match run_seed(seed, &options) {
             Ok(report) => {
@@ -75,6 +75,8 @@ fn main() -> ExitCode {
                 reads += report.reads_checked;
                 synced_reads += report.synced_reads;
                 expired += report.sessions_expired;
+                watches_set += report.watches_set;
+                watches_fired += report.watches_fired;
             }
             Err(failure) => {
                 failures += 1;
@@ -83,7 +85,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired",
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired, {watches_set} watches left, {watches_fired} fired",
         count,
         from + count,
         started.elapsed().as_secs_f64()

@@ -381,6 +381,8 @@ impl World {
             synced_reads: zk.map_or(0, |c| c.synced_reads),
             sessions_created: zk.map_or(0, |c| c.sessions_created),
             sessions_expired: zk.map_or(0, |c| c.sessions_expired),
+            watches_set: zk.map_or(0, |c| c.watches_set),
+            watches_fired: zk.map_or(0, |c| c.watches_fired),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),
             observers: self.nodes.iter().filter(|n| n.observer).count(),
             benign: self.benign,

@@ -11,6 +11,12 @@
 //!   state at z; a read after a sync answers at a zxid at least the highest write zxid
 //!   acknowledged to anyone before the sync was issued; a session never sees a znode's
 //!   modification zxid go back.
+//! - Watches (in `world::zk`): an event comes only for a watch the client holds, names the
+//!   first change of the node after the watch was left (a watch set again after a reconnect
+//!   may name a later one), and arrives before any reply that shows a state after that
+//!   change; a SetWatches is answered only after the events the node's state owes (a data
+//!   watch on a node gone or modified after the relative zxid, a creation watch on a node that
+//!   exists).
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Sessions live while their clients talk (in `world::zk`): once faults have stopped, no
@@ -79,6 +85,8 @@ pub struct ZkChecker {
     pub synced_reads: u64,
     pub sessions_created: u64,
     pub sessions_expired: u64,
+    pub watches_set: u64,
+    pub watches_fired: u64,
 }
 
 impl ZkChecker {
@@ -97,6 +105,8 @@ impl ZkChecker {
             synced_reads: 0,
             sessions_created: 0,
             sessions_expired: 0,
+            watches_set: 0,
+            watches_fired: 0,
         }
     }
 
@@ -175,6 +185,19 @@ impl ZkChecker {
         let history = &self.history[path];
         let index = history.partition_point(|(p, _)| *p <= zxid);
         Ok(history[index - 1].1.as_ref())
+    }
+
+    /// The first change of `path` after position `zxid` of the common sequence: where, and
+    /// the node before and after it.
+    pub fn first_change_after(
+        &self,
+        path: &str,
+        zxid: i64,
+    ) -> Option<(i64, Option<&NodeState>, Option<&NodeState>)> {
+        let history = &self.history[path];
+        let index = history.partition_point(|(p, _)| *p <= zxid);
+        let (position, after) = history.get(index)?;
+        Some((*position, history[index - 1].1.as_ref(), after.as_ref()))
     }
 
     /// A client received a write reply at `zxid` for its request (session, xid).

@@ -2,19 +2,21 @@
 //! Zab, with the real data tree, and the clients speak the ZooKeeper wire protocol to it over
 //! simulated connections (in-order byte streams, one frame per write, that break when either
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
-//! delete/sync a few znodes, make and delete ephemerals, ping, close their sessions, and on a
-//! lost connection reconnect to another server with the same session and their lastZxidSeen,
-//! as real clients do. The checks are in [`crate::zkcheck`].
+//! delete/sync a few znodes, leave watches with getData/exists, make and delete ephemerals,
+//! ping, close their sessions, and on a lost connection reconnect to another server with the
+//! same session and their lastZxidSeen, and hand it their watches with SetWatches, as real
+//! clients do. The checks are in [`crate::zkcheck`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use zoolog_proto::codes::EventType;
 use zoolog_proto::{
     ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetDataResponse,
     Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
-    SetDataRequest, Stat, FRAME_PREFIX_BYTES,
+    SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
@@ -97,6 +99,20 @@ struct Pending {
     issued_us: u64,
     /// A read right after a sync: it must answer at least at this zxid.
     watermark: Option<i64>,
+    /// A read that leaves a watch.
+    watch: bool,
+}
+
+/// A one-shot watch the client holds on a path: left by a read answered at `zxid` (or
+/// moved there by a SetWatches the server answered at `zxid`), on the node's data (it
+/// existed) or on its creation (it did not).
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+    zxid: i64,
+    exists: bool,
+    /// Sent again with SetWatches after a reconnect: the server judges it by the node's
+    /// state, so the event may name a later change than the first one.
+    reset: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -152,6 +168,9 @@ pub(crate) struct ZkClient {
     seen_mzxid: BTreeMap<String, i64>,
     seen_version: BTreeMap<String, i32>,
     ephemerals: Vec<String>,
+    watches: BTreeMap<String, Watch>,
+    /// A SetWatches is outstanding, sent at this relative zxid.
+    setting_watches: Option<i64>,
 }
 
 impl ZkClient {
@@ -238,6 +257,8 @@ impl ZkState {
                 seen_mzxid: BTreeMap::new(),
                 seen_version: BTreeMap::new(),
                 ephemerals: Vec::new(),
+                watches: BTreeMap::new(),
+                setting_watches: None,
             })
             .collect();
         let core_tick = (tick_ms * 1000 / 4).max(1000);
@@ -677,6 +698,7 @@ impl World {
         }
         client.link = Link::None;
         client.pending.clear();
+        client.setting_watches = None;
         // A close in flight has an unknown outcome: it is issued again after reconnecting.
         client.closing = false;
         client.reconnect_at = now + delay;
@@ -689,6 +711,7 @@ impl World {
         let client = &mut self.zk().clients[c];
         if let Some(session) = client.session.take() {
             client.ephemerals.clear();
+            client.watches.clear();
             client.closing = false;
             client.ended_link = None;
             let zk = self.zk();
@@ -876,6 +899,7 @@ impl World {
         watermark: Option<i64>,
     ) {
         let now = self.now;
+        let watch = matches!(kind, Kind::GetData | Kind::Exists) && self.rng.chance(0.3);
         let client = &mut self.zk().clients[c];
         let xid = client.next_xid;
         client.next_xid += 1;
@@ -901,11 +925,11 @@ impl World {
             }),
             Kind::GetData => Request::GetData(PathWatchRequest {
                 path: path.clone(),
-                watch: false,
+                watch,
             }),
             Kind::Exists => Request::Exists(PathWatchRequest {
                 path: path.clone(),
-                watch: false,
+                watch,
             }),
             Kind::Delete => Request::Delete(DeleteRequest {
                 path: path.clone(),
@@ -923,6 +947,7 @@ impl World {
             path,
             issued_us: now,
             watermark,
+            watch,
         });
         self.client_send(c, request.encode(xid));
     }
@@ -991,7 +1016,34 @@ impl World {
         let client = &mut self.zk().clients[c];
         client.link = Link::Connected(conn);
         (client.connected_us, client.heard_us) = (now, now);
+        self.set_watches_again(c);
         Ok(())
+    }
+
+    /// After a reconnect, the client hands the new server the watches it holds, as real
+    /// clients do: from then on the server judges each by the node's state against the last
+    /// zxid the client saw.
+    fn set_watches_again(&mut self, c: usize) {
+        let client = &mut self.zk().clients[c];
+        if client.watches.is_empty() {
+            return;
+        }
+        let mut request = SetWatches {
+            relative_zxid: client.last_zxid,
+            data_watches: Vec::new(),
+            exist_watches: Vec::new(),
+            child_watches: Vec::new(),
+        };
+        for (path, watch) in client.watches.iter_mut() {
+            watch.reset = true;
+            match watch.exists {
+                true => request.data_watches.push(path.clone()),
+                false => request.exist_watches.push(path.clone()),
+            }
+        }
+        client.setting_watches = Some(client.last_zxid);
+        let frame = Request::SetWatches(request).encode(zoolog_proto::codes::xid::SET_WATCHES);
+        self.client_send(c, frame);
     }
 
     /// A session may expire only if its client went a whole timeout without a server that
@@ -1048,10 +1100,15 @@ impl World {
         let client_id = client.id;
         let session_id = client.session.as_ref().map_or(0, |s| s.id);
         if header.xid == zoolog_proto::codes::xid::NOTIFICATION {
-            return Err(format!(
-                "client {client_id}: a notification, but no watch was set"
-            ));
+            return self.client_notification(c, body);
         }
+        if header.xid == zoolog_proto::codes::xid::SET_WATCHES {
+            return self.watches_set_again(c, header.zxid);
+        }
+        if header.zxid > 0 && client.setting_watches.is_none() {
+            self.check_no_watch_missed(c, header.xid, header.zxid)?;
+        }
+        let client = &mut self.zk().clients[c];
         if header.zxid > 0 {
             if header.zxid < client.last_zxid {
                 return Err(format!(
@@ -1206,8 +1263,119 @@ impl World {
                 if pending.watermark.is_some() {
                     zk.checker.synced_reads += 1;
                 }
+                // A getData of a missing node leaves no watch; an exists leaves one either way.
+                if pending.watch && (found.is_some() || pending.kind == Kind::Exists) {
+                    let watch = Watch {
+                        zxid: header.zxid,
+                        exists: found.is_some(),
+                        reset: false,
+                    };
+                    zk.clients[c].watches.entry(pending.path).or_insert(watch);
+                    zk.checker.watches_set += 1;
+                }
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// A watch fired: the client held one on the path, the path changed after the watch was
+    /// left, and the event names that first change (a watch set again after a reconnect may
+    /// name a later one, as the server judges it by the node's state).
+    fn client_notification(&mut self, c: usize, body: &[u8]) -> Result<(), String> {
+        let event = WatcherEvent::read_from(&mut Reader::new(body))
+            .map_err(|e| format!("a notification does not decode: {e}"))?;
+        let zk = self.zk();
+        let client = &mut zk.clients[c];
+        let client_id = client.id;
+        let Some(watch) = client.watches.remove(&event.path) else {
+            return Err(format!(
+                "watches: client {client_id} got {event:?} without a watch on the path"
+            ));
+        };
+        let Some((position, before, after)) =
+            zk.checker.first_change_after(&event.path, watch.zxid)
+        else {
+            return Err(format!(
+                "watches: client {client_id} got {event:?} for a watch left at zxid {}, but the \
+                 node has not changed since",
+                watch.zxid
+            ));
+        };
+        let expected = match (before, after) {
+            (None, Some(_)) => EventType::NodeCreated,
+            (Some(_), None) => EventType::NodeDeleted,
+            _ => EventType::NodeDataChanged,
+        };
+        let sync_connected = event.state == zoolog_proto::codes::KeeperState::SyncConnected.code();
+        if !sync_connected || (!watch.reset && event.event_type != expected.code()) {
+            return Err(format!(
+                "watches: client {client_id} got {event:?} for a watch left at zxid {}, whose \
+                 first change is {expected:?} at zxid {position}",
+                watch.zxid
+            ));
+        }
+        zk.checker.watches_fired += 1;
+        Ok(())
+    }
+
+    /// A watch fires before any reply that shows a state after the change it watches: such a
+    /// reply with the watch still held means the event was lost.
+    fn check_no_watch_missed(&mut self, c: usize, xid: i32, zxid: i64) -> Result<(), String> {
+        let zk = self.zk();
+        let client = &zk.clients[c];
+        for (path, watch) in &client.watches {
+            let Some((position, _, _)) = zk.checker.first_change_after(path, watch.zxid) else {
+                continue;
+            };
+            if zxid >= position {
+                return Err(format!(
+                    "watches: client {} got the reply to xid {xid} at zxid {zxid}, but no event \
+                     for its watch on {path} left at zxid {} (reset: {}), which the change at \
+                     zxid {position} fired",
+                    client.id, watch.zxid, watch.reset
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The server answered SetWatches at `zxid`, after sending the events it owed: by the
+    /// node's state there, a data watch fires if the node is gone or was modified after the
+    /// relative zxid, a creation watch if the node exists. The others stay, as left at `zxid`.
+    fn watches_set_again(&mut self, c: usize, zxid: i64) -> Result<(), String> {
+        let zk = self.zk();
+        let client = &mut zk.clients[c];
+        let Some(relative_zxid) = client.setting_watches.take() else {
+            return Err(format!(
+                "client {}: a SetWatches reply without a SetWatches",
+                client.id
+            ));
+        };
+        if zxid < client.last_zxid {
+            return Err(format!(
+                "FIFO: client {} got the SetWatches reply at zxid {zxid} after having seen zxid {}",
+                client.id, client.last_zxid
+            ));
+        }
+        client.last_zxid = zxid;
+        for (path, watch) in client.watches.iter_mut() {
+            let state = zk.checker.state_at(path, zxid)?;
+            let owed = match (watch.exists, state) {
+                (true, None) => true,
+                (true, Some(state)) => state.mzxid > relative_zxid,
+                (false, state) => state.is_some(),
+            };
+            if owed {
+                return Err(format!(
+                    "watches: client {}: SetWatches (relative zxid {relative_zxid}) answered at \
+                     zxid {zxid} without the event owed to its watch on {path} (on {}), the \
+                     node there being {state:?}",
+                    client.id,
+                    if watch.exists { "data" } else { "creation" },
+                ));
+            }
+            watch.zxid = zxid;
         }
         Ok(())
     }
