@@ -1950,24 +1950,30 @@ mod tests {
             entry: create_session,
         };
         core.handle(committed, at_ms(1));
-        let ping = Input::Request {
+        core.handle(ping(), at_ms(1_900));
+        (core, layer)
+    }
+
+    fn ping() -> Input {
+        Input::Request {
             connection: 1,
             xid: zoolog_proto::codes::xid::PING,
             request: Request::Ping,
             frame_bytes: 12,
-        };
-        core.handle(ping, at_ms(1_900));
-        (core, layer)
+        }
     }
 
-    /// The sessions a queued liveness report names, with how long ago each was heard (ms).
-    fn reported(entry: Option<bytes::Bytes>) -> Vec<(i64, u32)> {
+    /// How long ago (ms) the one session named by the liveness report at the head of the
+    /// urgent lane was heard from; takes the report off the lane.
+    fn idle_in_the_next_report(layer: &QueueLayer) -> u32 {
+        let entry = layer.urgent.lock().unwrap().pop_front();
         let entry = entry.expect("a liveness report was appended");
         let command = Envelope::decode(&entry).unwrap().command;
         let CommandOp::Touch { sessions } = command.op else {
             panic!("expected a touch, got {command:?}");
         };
-        sessions.iter().map(|s| (s.session_id, s.idle_ms)).collect()
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        sessions[0].idle_ms
     }
 
     #[test]
@@ -1981,9 +1987,11 @@ mod tests {
         assert!(layer.urgent.lock().unwrap().is_empty());
 
         core.handle(Input::Tick, at_ms(2_250));
-        let touch = reported(layer.urgent.lock().unwrap().pop_front());
-        assert_eq!(touch.len(), 1, "{touch:?}");
-        assert_eq!(touch[0].1, 350, "heard from at the ping, 1.9 s");
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            350,
+            "heard from at the ping, 1.9 s"
+        );
     }
 
     #[test]
@@ -1993,9 +2001,11 @@ mod tests {
         layer.refuse(true, false);
         core.handle(Input::Tick, at_ms(2_000));
 
-        let touch = reported(layer.urgent.lock().unwrap().pop_front());
-        assert_eq!(touch.len(), 1, "{touch:?}");
-        assert_eq!(touch[0].1, 100, "heard from at the ping, 1.9 s");
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            100,
+            "heard from at the ping, 1.9 s"
+        );
         assert!(layer.queued.lock().unwrap().is_empty());
     }
 
@@ -2003,13 +2013,7 @@ mod tests {
     fn a_touch_comes_a_third_of_the_timeout_after_the_last_one_even_if_not_yet_ordered() {
         let (mut core, layer) = follower_with_a_pinged_session();
         core.handle(Input::Tick, at_ms(2_000));
-        reported(layer.urgent.lock().unwrap().pop_front());
-        let ping = || Input::Request {
-            connection: 1,
-            xid: zoolog_proto::codes::xid::PING,
-            request: Request::Ping,
-            frame_bytes: 12,
-        };
+        assert_eq!(idle_in_the_next_report(&layer), 100);
 
         core.handle(ping(), at_ms(2_100));
         core.handle(Input::Tick, at_ms(2_250));
@@ -2021,9 +2025,11 @@ mod tests {
         // A third of the 6 s timeout after 1.9 s, less a check interval.
         core.handle(ping(), at_ms(3_600));
         core.handle(Input::Tick, at_ms(3_750));
-        let touch = reported(layer.urgent.lock().unwrap().pop_front());
-        assert_eq!(touch.len(), 1, "{touch:?}");
-        assert_eq!(touch[0].1, 150, "heard from at the ping, 3.6 s");
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            150,
+            "heard from at the ping, 3.6 s"
+        );
     }
 
     #[test]
@@ -2037,9 +2043,11 @@ mod tests {
         core.handle(Input::Role(follower), at_ms(1_960));
 
         core.handle(Input::Tick, at_ms(2_000));
-        let touch = reported(layer.urgent.lock().unwrap().pop_front());
-        assert_eq!(touch.len(), 1, "{touch:?}");
-        assert_eq!(touch[0].1, 100, "heard from at the ping, 1.9 s");
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            100,
+            "heard from at the ping, 1.9 s"
+        );
     }
 
     #[test]
