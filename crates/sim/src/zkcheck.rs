@@ -11,12 +11,14 @@
 //!   state at z; a read after a sync answers at a zxid at least the highest write zxid
 //!   acknowledged to anyone before the sync was issued; a session never sees a znode's
 //!   modification zxid go back.
-//! - Watches (in `world::zk`): an event comes only for a watch the client holds, names the
-//!   first change of the node after the watch was left (a watch set again after a reconnect
-//!   may name a later one), and arrives before any reply that shows a state after that
-//!   change; a SetWatches is answered only after the events the node's state owes (a data
-//!   watch on a node gone or modified after the relative zxid, a creation watch on a node that
-//!   exists).
+//! - Watches on data, creation and the root's children (in `world::zk`): an event comes only
+//!   for a watch the client holds, names the first change of the node after the watch was
+//!   left (a watch set again after a reconnect may name a later one), and arrives before any
+//!   reply that shows a state after that change; a SetWatches is answered only after the
+//!   events the node's state owes (a data watch on a node gone or modified after the relative
+//!   zxid, a creation watch on a node that exists, a children watch on a node whose children
+//!   changed after it).
+//! - getChildren of the root answers exactly the common state's children at its zxid.
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Sessions live while their clients talk (in `world::zk`): once faults have stopped, no
@@ -71,6 +73,8 @@ pub struct ZkChecker {
     pub paths: Vec<String>,
     /// For each watched path, its states by the position that made them.
     pub history: BTreeMap<String, Vec<(i64, Option<NodeState>)>>,
+    /// The root's children (sorted) by the position that changed them.
+    pub root_children: Vec<(i64, Vec<String>)>,
     /// The kind of the entry at each position (index position − 1).
     pub entries: Vec<EntryKind>,
     /// The highest zxid of a write reply any client has received.
@@ -92,10 +96,13 @@ pub struct ZkChecker {
 impl ZkChecker {
     pub fn new(config: TreeConfig, paths: Vec<String>) -> ZkChecker {
         let history = paths.iter().map(|p| (p.clone(), vec![(0, None)])).collect();
+        let tree = DataTree::new(config);
+        let root_children = vec![(0, sorted_children(&tree, "/"))];
         ZkChecker {
-            tree: DataTree::new(config),
+            tree,
             paths,
             history,
+            root_children,
             entries: Vec::new(),
             max_write_ack: 0,
             ended_sessions: BTreeSet::new(),
@@ -171,6 +178,10 @@ impl ZkChecker {
                 history.push((position as i64, now));
             }
         }
+        let children = sorted_children(&self.tree, "/");
+        if self.root_children.last().unwrap().1 != children {
+            self.root_children.push((position as i64, children));
+        }
         Ok(expiry)
     }
 
@@ -185,6 +196,20 @@ impl ZkChecker {
         let history = &self.history[path];
         let index = history.partition_point(|(p, _)| *p <= zxid);
         Ok(history[index - 1].1.as_ref())
+    }
+
+    /// The root's children (sorted) after position `zxid` of the common sequence, and the
+    /// position that last changed them (the root's pzxid).
+    pub fn root_children_at(&self, zxid: i64) -> (i64, &[String]) {
+        let index = self.root_children.partition_point(|(p, _)| *p <= zxid);
+        let (position, children) = &self.root_children[index - 1];
+        (*position, children)
+    }
+
+    /// The first change of the root's children after position `zxid`.
+    pub fn first_children_change_after(&self, zxid: i64) -> Option<i64> {
+        let index = self.root_children.partition_point(|(p, _)| *p <= zxid);
+        self.root_children.get(index).map(|(position, _)| *position)
     }
 
     /// The first change of `path` after position `zxid` of the common sequence: where, and
@@ -281,6 +306,12 @@ impl ZkChecker {
         }
         Ok(())
     }
+}
+
+fn sorted_children(tree: &DataTree, path: &str) -> Vec<String> {
+    let mut children = tree.node(path).map(|(_, _, c)| c).unwrap_or_default();
+    children.sort();
+    children
 }
 
 /// Everything clients can observe of a tree, one line per session and znode, in order:

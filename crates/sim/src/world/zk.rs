@@ -2,7 +2,8 @@
 //! Zab, with the real data tree, and the clients speak the ZooKeeper wire protocol to it over
 //! simulated connections (in-order byte streams, one frame per write, that break when either
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
-//! delete/sync a few znodes, leave watches with getData/exists, make and delete ephemerals,
+//! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
+//! getChildren, make and delete ephemerals,
 //! ping, close their sessions, and on a lost connection reconnect to another server with the
 //! same session and their lastZxidSeen, and hand it their watches with SetWatches, as real
 //! clients do. The checks are in [`crate::zkcheck`].
@@ -14,9 +15,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zoolog_proto::codes::EventType;
 use zoolog_proto::{
-    ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetDataResponse,
-    Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request, RequestHeader,
-    SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
+    ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetChildrenResponse,
+    GetDataResponse, Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request,
+    RequestHeader, SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
@@ -73,10 +74,14 @@ struct Conn {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    Create { ephemeral: bool },
+    Create {
+        ephemeral: bool,
+    },
     SetData,
     GetData,
     Exists,
+    /// Of the root, where the clients create and delete their znodes.
+    GetChildren,
     Delete,
     Sync,
     Close,
@@ -104,15 +109,24 @@ struct Pending {
 }
 
 /// A one-shot watch the client holds on a path: left by a read answered at `zxid` (or
-/// moved there by a SetWatches the server answered at `zxid`), on the node's data (it
-/// existed) or on its creation (it did not).
+/// moved there by a SetWatches the server answered at `zxid`).
 #[derive(Debug, Clone, Copy)]
 struct Watch {
     zxid: i64,
-    exists: bool,
+    kind: WatchKind,
     /// Sent again with SetWatches after a reconnect: the server judges it by the node's
     /// state, so the event may name a later change than the first one.
     reset: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WatchKind {
+    /// On the node's data: it existed.
+    Data,
+    /// On the node's creation: it did not exist.
+    Creation,
+    /// On the root's children.
+    Children,
 }
 
 #[derive(Debug, Clone)]
@@ -784,12 +798,11 @@ impl World {
         }
         let path = PATHS[self.rng.below(PATHS.len() as u64) as usize].to_string();
         if self.zk().clients[c].reads_only {
-            let kind = if self.rng.chance(0.5) {
-                Kind::GetData
-            } else {
-                Kind::Exists
-            };
-            self.issue(c, kind, path, None, None);
+            match self.rng.below(5) {
+                0 | 1 => self.issue(c, Kind::GetData, path, None, None),
+                2 | 3 => self.issue(c, Kind::Exists, path, None, None),
+                _ => self.issue(c, Kind::GetChildren, "/".into(), None, None),
+            }
             return Ok(());
         }
         let roll = self.rng.below(100);
@@ -823,6 +836,7 @@ impl World {
                 }
             }
             95 if self.rng.chance(0.3) => self.issue(c, Kind::Close, String::new(), None, None),
+            96..=99 => self.issue(c, Kind::GetChildren, "/".into(), None, None),
             _ => {}
         }
         Ok(())
@@ -899,7 +913,8 @@ impl World {
         watermark: Option<i64>,
     ) {
         let now = self.now;
-        let watch = matches!(kind, Kind::GetData | Kind::Exists) && self.rng.chance(0.3);
+        let watch = matches!(kind, Kind::GetData | Kind::Exists | Kind::GetChildren)
+            && self.rng.chance(0.3);
         let client = &mut self.zk().clients[c];
         let xid = client.next_xid;
         client.next_xid += 1;
@@ -928,6 +943,10 @@ impl World {
                 watch,
             }),
             Kind::Exists => Request::Exists(PathWatchRequest {
+                path: path.clone(),
+                watch,
+            }),
+            Kind::GetChildren => Request::GetChildren(PathWatchRequest {
                 path: path.clone(),
                 watch,
             }),
@@ -1036,10 +1055,12 @@ impl World {
         };
         for (path, watch) in client.watches.iter_mut() {
             watch.reset = true;
-            match watch.exists {
-                true => request.data_watches.push(path.clone()),
-                false => request.exist_watches.push(path.clone()),
-            }
+            let list = match watch.kind {
+                WatchKind::Data => &mut request.data_watches,
+                WatchKind::Creation => &mut request.exist_watches,
+                WatchKind::Children => &mut request.child_watches,
+            };
+            list.push(path.clone());
         }
         client.setting_watches = Some(client.last_zxid);
         let frame = Request::SetWatches(request).encode(zoolog_proto::codes::xid::SET_WATCHES);
@@ -1265,18 +1286,85 @@ impl World {
                 }
                 // A getData of a missing node leaves no watch; an exists leaves one either way.
                 if pending.watch && (found.is_some() || pending.kind == Kind::Exists) {
-                    let watch = Watch {
-                        zxid: header.zxid,
-                        exists: found.is_some(),
-                        reset: false,
+                    let kind = match found {
+                        Some(_) => WatchKind::Data,
+                        None => WatchKind::Creation,
                     };
-                    zk.clients[c].watches.entry(pending.path).or_insert(watch);
-                    zk.checker.watches_set += 1;
+                    self.leave_watch(c, pending.path, kind, header.zxid);
                 }
             }
+            Kind::GetChildren => self.check_children_read(c, &pending, header.zxid, err, body)?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// A getChildren of the root answers with its children at the reply's zxid.
+    fn check_children_read(
+        &mut self,
+        c: usize,
+        pending: &Pending,
+        zxid: i64,
+        err: i32,
+        body: &[u8],
+    ) -> Result<(), String> {
+        if err == ErrorCode::ThrottledOp.code() {
+            return Ok(());
+        }
+        let client_id = self.zk().clients[c].id;
+        if err != 0 || zxid <= 0 {
+            return Err(format!(
+                "client {client_id}: getChildren xid {} answered at zxid {zxid} with error {err}",
+                pending.xid
+            ));
+        }
+        let mut children = GetChildrenResponse::read_from(&mut Reader::new(body))
+            .map_err(|e| format!("getChildren reply: {e}"))?
+            .children;
+        children.sort();
+        let zk = self.zk();
+        let (_, expected) = zk.checker.root_children_at(zxid);
+        if children != expected {
+            return Err(format!(
+                "read: client {client_id} listed the root's children at zxid {zxid} as \
+                 {children:?}, but the common state there has {expected:?}"
+            ));
+        }
+        zk.checker.reads_checked += 1;
+        if pending.watch {
+            self.leave_watch(c, pending.path.clone(), WatchKind::Children, zxid);
+        }
+        Ok(())
+    }
+
+    /// A read answered at `zxid` left a watch (the first one on the path stays: a later one
+    /// is the same watch on the server, as nothing changed in between or it would have fired).
+    fn leave_watch(&mut self, c: usize, path: String, kind: WatchKind, zxid: i64) {
+        let zk = self.zk();
+        let watch = Watch {
+            zxid,
+            kind,
+            reset: false,
+        };
+        zk.clients[c].watches.entry(path).or_insert(watch);
+        zk.checker.watches_set += 1;
+    }
+
+    /// The first change a watch left at `zxid` fires on, with the event it names (children
+    /// watches only on the root).
+    fn first_change(&self, path: &str, kind: WatchKind, zxid: i64) -> Option<(i64, EventType)> {
+        let checker = &self.zk.as_ref().unwrap().checker;
+        if kind == WatchKind::Children {
+            let position = checker.first_children_change_after(zxid)?;
+            return Some((position, EventType::NodeChildrenChanged));
+        }
+        let (position, before, after) = checker.first_change_after(path, zxid)?;
+        let event = match (before, after) {
+            (None, Some(_)) => EventType::NodeCreated,
+            (Some(_), None) => EventType::NodeDeleted,
+            _ => EventType::NodeDataChanged,
+        };
+        Some((position, event))
     }
 
     /// A watch fired: the client held one on the path, the path changed after the watch was
@@ -1285,27 +1373,20 @@ impl World {
     fn client_notification(&mut self, c: usize, body: &[u8]) -> Result<(), String> {
         let event = WatcherEvent::read_from(&mut Reader::new(body))
             .map_err(|e| format!("a notification does not decode: {e}"))?;
-        let zk = self.zk();
-        let client = &mut zk.clients[c];
+        let client = &mut self.zk().clients[c];
         let client_id = client.id;
         let Some(watch) = client.watches.remove(&event.path) else {
             return Err(format!(
                 "watches: client {client_id} got {event:?} without a watch on the path"
             ));
         };
-        let Some((position, before, after)) =
-            zk.checker.first_change_after(&event.path, watch.zxid)
+        let Some((position, expected)) = self.first_change(&event.path, watch.kind, watch.zxid)
         else {
             return Err(format!(
                 "watches: client {client_id} got {event:?} for a watch left at zxid {}, but the \
                  node has not changed since",
                 watch.zxid
             ));
-        };
-        let expected = match (before, after) {
-            (None, Some(_)) => EventType::NodeCreated,
-            (Some(_), None) => EventType::NodeDeleted,
-            _ => EventType::NodeDataChanged,
         };
         let sync_connected = event.state == zoolog_proto::codes::KeeperState::SyncConnected.code();
         if !sync_connected || (!watch.reset && event.event_type != expected.code()) {
@@ -1315,24 +1396,23 @@ impl World {
                 watch.zxid
             ));
         }
-        zk.checker.watches_fired += 1;
+        self.zk().checker.watches_fired += 1;
         Ok(())
     }
 
     /// A watch fires before any reply that shows a state after the change it watches: such a
     /// reply with the watch still held means the event was lost.
     fn check_no_watch_missed(&mut self, c: usize, xid: i32, zxid: i64) -> Result<(), String> {
-        let zk = self.zk();
-        let client = &zk.clients[c];
+        let client = &self.zk.as_ref().unwrap().clients[c];
         for (path, watch) in &client.watches {
-            let Some((position, _, _)) = zk.checker.first_change_after(path, watch.zxid) else {
+            let Some((position, event)) = self.first_change(path, watch.kind, watch.zxid) else {
                 continue;
             };
             if zxid >= position {
                 return Err(format!(
-                    "watches: client {} got the reply to xid {xid} at zxid {zxid}, but no event \
-                     for its watch on {path} left at zxid {} (reset: {}), which the change at \
-                     zxid {position} fired",
+                    "watches: client {} got the reply to xid {xid} at zxid {zxid}, but no \
+                     {event:?} for its watch on {path} left at zxid {} (reset: {}), which the \
+                     change at zxid {position} fired",
                     client.id, watch.zxid, watch.reset
                 ));
             }
@@ -1360,19 +1440,23 @@ impl World {
         }
         client.last_zxid = zxid;
         for (path, watch) in client.watches.iter_mut() {
-            let state = zk.checker.state_at(path, zxid)?;
-            let owed = match (watch.exists, state) {
-                (true, None) => true,
-                (true, Some(state)) => state.mzxid > relative_zxid,
-                (false, state) => state.is_some(),
+            let owed = match watch.kind {
+                WatchKind::Children => zk.checker.root_children_at(zxid).0 > relative_zxid,
+                kind => match zk.checker.state_at(path, zxid)? {
+                    None => kind == WatchKind::Data,
+                    Some(state) => kind == WatchKind::Creation || state.mzxid > relative_zxid,
+                },
             };
             if owed {
+                let there = match watch.kind {
+                    WatchKind::Children => format!("{:?}", zk.checker.root_children_at(zxid)),
+                    _ => format!("{:?}", zk.checker.state_at(path, zxid)),
+                };
                 return Err(format!(
                     "watches: client {}: SetWatches (relative zxid {relative_zxid}) answered at \
-                     zxid {zxid} without the event owed to its watch on {path} (on {}), the \
-                     node there being {state:?}",
-                    client.id,
-                    if watch.exists { "data" } else { "creation" },
+                     zxid {zxid} without the event owed to its {:?} watch on {path}, the node \
+                     there being {there}",
+                    client.id, watch.kind,
                 ));
             }
             watch.zxid = zxid;
