@@ -3,10 +3,10 @@
 //! simulated connections (in-order byte streams, one frame per write, that break when either
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
-//! getChildren, make and delete ephemerals,
-//! ping, close their sessions, and on a lost connection reconnect to another server with the
-//! same session and their lastZxidSeen, and hand it their watches with SetWatches, as real
-//! clients do. The checks are in [`crate::zkcheck`].
+//! getChildren, make and delete ephemerals, ping, close their sessions, and on a lost
+//! connection reconnect to another server with the same session and their lastZxidSeen, and
+//! hand it their watches with SetWatches, as real clients do. The checks are in
+//! [`crate::zkcheck`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -1124,6 +1124,12 @@ impl World {
             return self.client_notification(c, body);
         }
         if header.xid == zoolog_proto::codes::xid::SET_WATCHES {
+            if header.err != 0 {
+                return Err(format!(
+                    "client {client_id}: SetWatches failed with error {}",
+                    header.err
+                ));
+            }
             return self.watches_set_again(c, header.zxid);
         }
         if header.zxid > 0 && client.setting_watches.is_none() {
@@ -1422,7 +1428,8 @@ impl World {
 
     /// The server answered SetWatches at `zxid`, after sending the events it owed: by the
     /// node's state there, a data watch fires if the node is gone or was modified after the
-    /// relative zxid, a creation watch if the node exists. The others stay, as left at `zxid`.
+    /// relative zxid, a creation watch if the node exists, a children watch if the children
+    /// changed after the relative zxid. The others stay, as left at `zxid`.
     fn watches_set_again(&mut self, c: usize, zxid: i64) -> Result<(), String> {
         let zk = self.zk();
         let client = &mut zk.clients[c];
