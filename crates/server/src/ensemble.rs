@@ -647,9 +647,6 @@ struct AppendLanes {
 impl AppendLanes {
     /// The next command, urgent ones first; waits for one.
     async fn recv(&mut self) -> Option<Bytes> {
-        if let Ok(entry) = self.urgent.try_recv() {
-            return Some(entry);
-        }
         tokio::select! {
             biased;
             Some(entry) = self.urgent.recv() => Some(entry),

@@ -178,9 +178,14 @@ impl ZkChecker {
                 history.push((position as i64, now));
             }
         }
-        let children = sorted_children(&self.tree, "/");
-        if self.root_children.last().unwrap().1 != children {
-            self.root_children.push((position as i64, children));
+        // Every create and delete moves its parent's pzxid: list the root only then.
+        let root_pzxid = self.tree.stat("/").map_or(0, |stat| stat.pzxid);
+        let (last_change, last_children) = self.root_children.last().unwrap();
+        if root_pzxid > *last_change {
+            let children = sorted_children(&self.tree, "/");
+            if *last_children != children {
+                self.root_children.push((position as i64, children));
+            }
         }
         Ok(expiry)
     }
