@@ -702,6 +702,11 @@ impl Core {
                 Some(info) if info.password == request.password => {
                     (request.session_id, request.password.clone())
                 }
+                // Behind the log, this server cannot tell a session that ended from one
+                // created after what it holds: the client tries another server.
+                None if !self.tree.has_applied_creation_of(request.session_id) => {
+                    return self.refuse_handshake(connection)
+                }
                 _ => return self.reply_expired(connection, request.read_only),
             }
         };
@@ -1904,9 +1909,18 @@ mod tests {
     /// A follower's Core with one session (6 s timeout) whose client pinged at 1.9 s, over
     /// a layer the test can make refuse.
     fn follower_with_a_pinged_session() -> (Core, Arc<QueueLayer>) {
+        let (mut core, layer) = follower_with_a_session(false);
+        core.handle(ping(), at_ms(1_900));
+        (core, layer)
+    }
+
+    /// A follower's Core whose connection 1 holds the session (6 s timeout) created by entry
+    /// 1, over a layer the test can make refuse.
+    fn follower_with_a_session(read_only_mode_enabled: bool) -> (Core, Arc<QueueLayer>) {
         let member = crate::config::PeerConfig::local_participant();
         let config = Arc::new(ServerConfig {
             tick_ms: 500,
+            read_only_mode_enabled,
             ensemble: Some(crate::config::EnsembleConfig {
                 members: [(1, member.clone()), (2, member)].into(),
                 init_limit: 10,
@@ -1950,7 +1964,6 @@ mod tests {
             entry: create_session,
         };
         core.handle(committed, at_ms(1));
-        core.handle(ping(), at_ms(1_900));
         (core, layer)
     }
 
@@ -1974,6 +1987,58 @@ mod tests {
         };
         assert_eq!(sessions.len(), 1, "{sessions:?}");
         sessions[0].idle_ms
+    }
+
+    /// Opens `connection` and asks for read-only `session_id`, as a client that has seen
+    /// nothing; says whether the handshake was accepted, and what was written back.
+    fn connect_read_only(
+        core: &mut Core,
+        connection: ConnectionId,
+        session_id: i64,
+        password: Vec<u8>,
+    ) -> (Option<bool>, Vec<u8>) {
+        let peer = "127.0.0.1:40001".parse().unwrap();
+        core.handle(Input::Opened { connection, peer }, at_ms(2_000));
+        let request = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 6_000,
+            session_id,
+            password,
+            read_only: Some(true),
+        };
+        let handshake = Input::Handshake {
+            connection,
+            request,
+            frame_bytes: 48,
+        };
+        let (mut accepted, mut written) = (None, Vec::new());
+        for output in core.handle(handshake, at_ms(2_000)) {
+            match output {
+                Output::HandshakeDone { accepted: a, .. } => accepted = Some(a),
+                Output::Write { bytes, .. } => written.extend(bytes),
+                _ => {}
+            }
+        }
+        (accepted, written)
+    }
+
+    #[test]
+    fn a_cut_off_server_turns_away_a_session_it_has_not_seen_created_instead_of_expiring_it() {
+        let (mut core, _layer) = follower_with_a_session(true);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        let session_id = 1;
+        let password = core.tree.session(session_id).unwrap().password.clone();
+        let (accepted, written) = connect_read_only(&mut core, 2, 2, password.clone());
+        assert_eq!(accepted, Some(false));
+        assert!(written.is_empty(), "no expired answer: {written:?}");
+        let (accepted, written) = connect_read_only(&mut core, 3, session_id, password);
+        assert_eq!(accepted, Some(true));
+        let response = ConnectResponse::decode(&written[FRAME_PREFIX_BYTES..]).unwrap();
+        assert_eq!(
+            (response.session_id, response.read_only),
+            (session_id, Some(true))
+        );
     }
 
     #[test]

@@ -42,7 +42,11 @@
 //! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
 //!   its writable clients' connections (their pending requests may or may not commit, which is
 //!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps
-//!   accepting read-only sessions, which live only in its memory and end when it rejoins.
+//!   accepting read-only sessions, which live only in its memory and end when it rejoins. A
+//!   client resuming a session there keeps it if this server holds it; one it does not hold
+//!   is called expired only if this server applied its creation (a session id carries the
+//!   zxid that created it), otherwise the client is turned away to try another server: behind
+//!   the log, this server cannot tell an ended session from a newer one.
 //! - **`sync` is a log entry** in an ensemble: its reply leaves only after it is applied here,
 //!   so everything committed before the sync was ordered is visible to the reads after it, on
 //!   any server and across leader changes (a deposed leader cannot order it at all).

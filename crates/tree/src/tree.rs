@@ -234,6 +234,16 @@ impl DataTree {
         self.sessions.get(&session_id)
     }
 
+    /// Whether this tree has applied the entry that created `session_id` (its id carries that
+    /// zxid), so that the session's absence means it ended. A tree behind the log cannot tell
+    /// an ended session from one created after its last entry.
+    pub fn has_applied_creation_of(&self, session_id: i64) -> bool {
+        let id = session_id as u64;
+        let creating_zxid = (id & ((1 << SESSION_ZXID_BITS) - 1)) as i64;
+        id >> SESSION_ZXID_BITS == u64::from(self.config.server_id)
+            && creating_zxid <= self.last_applied_zxid
+    }
+
     /// Every live session, in id order.
     pub fn sessions(&self) -> impl Iterator<Item = (i64, &SessionInfo)> {
         self.sessions.iter().map(|(id, info)| (*id, info))

@@ -458,3 +458,26 @@ fn server_id_255_gives_negative_session_ids_that_work() {
     assert_eq!(applied.outcome, Outcome::SessionClosed);
     assert!(h.tree.stat("/eph").is_none());
 }
+
+#[test]
+fn a_tree_tells_an_ended_session_from_one_created_after_its_last_entry() {
+    let mut h = Harness::with(TreeConfig {
+        server_id: 255,
+        ..TreeConfig::default()
+    });
+    let session = h.session;
+    assert!(h.tree.has_applied_creation_of(session));
+    let (zxid_bits, server_bits) = (session as u64 & ((1 << 56) - 1), session as u64 >> 56);
+    let next_zxid = h.tree.last_applied_zxid() as u64 + 1;
+    let created_later = ((server_bits << 56) | next_zxid) as i64;
+    assert!(!h.tree.has_applied_creation_of(created_later));
+    let of_another_server = ((1u64 << 56) | zxid_bits) as i64;
+    assert!(!h.tree.has_applied_creation_of(of_another_server));
+    let now = h.zxid;
+    expire(&mut h, session, now);
+    assert!(h.tree.session(session).is_none());
+    assert!(
+        h.tree.has_applied_creation_of(session),
+        "ended, not unknown"
+    );
+}
