@@ -128,7 +128,7 @@ pub struct Report {
     pub trace_hash: u64,
     /// Core mode: write replies checked against the common sequence, reads checked against
     /// the common state (of which after a sync), sessions created and seen expired, watches
-    /// left and seen fire.
+    /// left and seen fire, read-only sessions taken and their writes refused.
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -136,6 +136,8 @@ pub struct Report {
     pub sessions_expired: u64,
     pub watches_set: u64,
     pub watches_fired: u64,
+    pub read_only_sessions: u64,
+    pub writes_refused: u64,
 }
 
 #[derive(Debug, Clone)]

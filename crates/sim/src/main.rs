@@ -63,6 +63,7 @@ fn main() -> ExitCode {
     let (mut events, mut committed, mut crashes, mut pauses) = (0u64, 0u64, 0u64, 0u64);
     let (mut core_seeds, mut write_acks, mut reads, mut synced_reads) = (0u64, 0u64, 0u64, 0u64);
     let (mut expired, mut watches_set, mut watches_fired) = (0u64, 0u64, 0u64);
+    let (mut read_only_sessions, mut writes_refused) = (0u64, 0u64);
     for seed in from..from + count {
         match run_seed(seed, &options) {
             Ok(report) => {
@@ -77,6 +78,8 @@ fn main() -> ExitCode {
                 expired += report.sessions_expired;
                 watches_set += report.watches_set;
                 watches_fired += report.watches_fired;
+                read_only_sessions += report.read_only_sessions;
+                writes_refused += report.writes_refused;
             }
             Err(failure) => {
                 failures += 1;
@@ -85,7 +88,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired, {watches_set} watches left, {watches_fired} fired",
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired, {watches_set} watches left, {watches_fired} fired, {read_only_sessions} read-only sessions ({writes_refused} writes refused)",
         count,
         from + count,
         started.elapsed().as_secs_f64()

@@ -33,6 +33,13 @@ impl Rng {
         p > 0.0 && ((self.next_u64() >> 11) as f64) / ((1u64 << 53) as f64) < p
     }
 
+    /// A generator of its own for one more kind of choice, seeded from this one's state
+    /// without drawing from it: what a seed already chose stays as it was.
+    pub fn fork(&self, stream: u64) -> Rng {
+        let mut copy = self.clone();
+        Rng(copy.next_u64() ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03))
+    }
+
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
         if items.is_empty() {
             return None;
@@ -57,5 +64,13 @@ mod tests {
             let x = c.range(3, 7);
             assert!((3..=7).contains(&x));
         }
+    }
+
+    #[test]
+    fn a_fork_leaves_its_parent_as_it_was() {
+        let parent = Rng::new(5);
+        let mut fork = parent.fork(1);
+        assert_eq!(parent.clone().next_u64(), Rng::new(5).next_u64());
+        assert_ne!(fork.next_u64(), parent.fork(2).next_u64());
     }
 }

@@ -383,6 +383,8 @@ impl World {
             sessions_expired: zk.map_or(0, |c| c.sessions_expired),
             watches_set: zk.map_or(0, |c| c.watches_set),
             watches_fired: zk.map_or(0, |c| c.watches_fired),
+            read_only_sessions: zk.map_or(0, |c| c.read_only_sessions),
+            writes_refused: zk.map_or(0, |c| c.writes_refused),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),
             observers: self.nodes.iter().filter(|n| n.observer).count(),
             benign: self.benign,

@@ -21,6 +21,11 @@
 //! - getChildren of the root answers exactly the common state's children at its zxid.
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
+//! - Read-only mode (in `world::zk`, half the seeds enable it): a read-only session only for a
+//!   client that asked for one; its reads are checked as any; its writes, and only they, are
+//!   refused with NOTREADONLY, and none of them is ever ordered (checked at the end).
+//! - A client is told its session expired only once the log has ended it (unless the client
+//!   sent a close, which a server may count as done before it commits).
 //! - Sessions live while their clients talk (in `world::zk`): once faults have stopped, no
 //!   expiry is ordered less than half a timeout after a frame that a serving server heard in a
 //!   steady stream from the client, and no client learns that its session expired after it
@@ -91,6 +96,10 @@ pub struct ZkChecker {
     pub sessions_expired: u64,
     pub watches_set: u64,
     pub watches_fired: u64,
+    pub read_only_sessions: u64,
+    pub writes_refused: u64,
+    /// Writes refused with NOTREADONLY, as (session, cxid): never ordered.
+    pub refused: BTreeSet<(i64, i32)>,
 }
 
 impl ZkChecker {
@@ -114,6 +123,9 @@ impl ZkChecker {
             sessions_expired: 0,
             watches_set: 0,
             watches_fired: 0,
+            read_only_sessions: 0,
+            writes_refused: 0,
+            refused: BTreeSet::new(),
         }
     }
 
@@ -278,6 +290,16 @@ impl ZkChecker {
                     "convergence: server {server}'s tree differs from the common state at {}: {first}",
                     self.entries.len(),
                 ));
+            }
+        }
+        for (index, entry) in self.entries.iter().enumerate() {
+            if let EntryKind::Client { session_id, cxid } = entry {
+                if self.refused.contains(&(*session_id, *cxid)) {
+                    return Err(format!(
+                        "read-only: session {session_id:#x} xid {cxid} was refused with NOTREADONLY but is entry {}",
+                        index + 1
+                    ));
+                }
             }
         }
         let sessions: BTreeSet<i64> = self.tree.sessions().map(|(id, _)| id).collect();

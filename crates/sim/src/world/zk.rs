@@ -5,8 +5,9 @@
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
 //! getChildren, make and delete ephemerals, ping, close their sessions, and on a lost
 //! connection reconnect to another server with the same session and their lastZxidSeen, and
-//! hand it their watches with SetWatches, as real clients do. The checks are in
-//! [`crate::zkcheck`].
+//! hand it their watches with SetWatches, as real clients do. Some ask for read-only
+//! sessions, which a server cut off from its quorum grants in half the seeds. The checks are
+//! in [`crate::zkcheck`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -33,6 +34,8 @@ use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
 const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
+/// The random stream of the read-only choices.
+const READ_ONLY_STREAM: u64 = 1;
 
 pub(crate) struct ZkState {
     pub(crate) clients: Vec<ZkClient>,
@@ -134,6 +137,13 @@ struct Session {
     id: i64,
     password: Vec<u8>,
     timeout_ms: i32,
+    /// Made by a server cut off from its quorum, never logged: the client asks for a new
+    /// session when it next connects, as real clients do until they have seen a server that
+    /// takes writes.
+    local: bool,
+    /// A closeSession was sent in it: a server that appended it may call the session expired
+    /// before the close commits.
+    close_sent: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +153,8 @@ struct LinkSpan {
     ended_us: u64,
     /// A closeSession was in flight: an "expired" answer may be that close, committed.
     closing: bool,
+    /// Read-only: its server did not report the session to the quorum.
+    read_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +176,11 @@ pub(crate) struct ZkClient {
     /// Only getData and exists: such a session lives on its server's reports alone, as a
     /// client that only watches or reads does.
     reads_only: bool,
+    /// Connects with the readOnly flag: a server cut off from its quorum may take it in a
+    /// read-only session.
+    asks_read_only: bool,
+    /// The connection in hand carries a read-only session: writes are refused.
+    read_only_link: bool,
     step_us: (u64, u64),
     reconnect_at: u64,
     last_sent_us: u64,
@@ -198,6 +215,11 @@ impl ZkClient {
     pub(crate) fn idle(&self) -> bool {
         self.session.is_none() && self.link == Link::None && self.pending.is_empty()
     }
+
+    /// The session the client resumes when it connects: a local one is not resumed.
+    fn logged_session(&self) -> Option<&Session> {
+        self.session.as_ref().filter(|session| !session.local)
+    }
 }
 
 fn tree_config() -> TreeConfig {
@@ -210,6 +232,9 @@ fn tree_config() -> TreeConfig {
 
 impl ZkState {
     pub(crate) fn new(rng: &mut Rng, nodes: &[(u64, bool)], tick_ms: u64) -> ZkState {
+        // Drawn from a stream of their own: adding read-only mode changed no other choice.
+        let mut read_only_rng = rng.fork(READ_ONLY_STREAM);
+        let read_only_mode_enabled = read_only_rng.chance(0.5);
         let members: BTreeMap<u64, PeerConfig> = nodes
             .iter()
             .map(|(id, observer)| {
@@ -234,6 +259,7 @@ impl ZkState {
                     session_timeout_max_ms: 40 * tick_ms,
                     connections_per_ip_max: 0,
                     entries_per_snapshot: u64::MAX,
+                    read_only_mode_enabled,
                     server_id: *id as u8,
                     ensemble: Some(EnsembleConfig {
                         members: members.clone(),
@@ -258,6 +284,8 @@ impl ZkState {
                 max_in_flight: rng.range(1, 8) as usize,
                 // The first client writes, so that the liveness phase sees acknowledgements.
                 reads_only: id > 1 && rng.chance(0.25),
+                asks_read_only: read_only_rng.chance(0.4),
+                read_only_link: false,
                 step_us: (200, rng.range(1_000, 20_000)),
                 reconnect_at: 0,
                 last_sent_us: 0,
@@ -708,6 +736,7 @@ impl World {
                 heard_us: client.heard_us,
                 ended_us: now,
                 closing: client.closing,
+                read_only: client.read_only_link,
             });
         }
         client.link = Link::None;
@@ -876,15 +905,13 @@ impl World {
             protocol_version: 0,
             last_zxid_seen: client.last_zxid,
             timeout_ms: client
-                .session
-                .as_ref()
+                .logged_session()
                 .map_or(client.requested_timeout_ms, |s| s.timeout_ms),
-            session_id: client.session.as_ref().map_or(0, |s| s.id),
+            session_id: client.logged_session().map_or(0, |s| s.id),
             password: client
-                .session
-                .as_ref()
+                .logged_session()
                 .map_or(vec![0; 16], |s| s.password.clone()),
-            read_only: Some(false),
+            read_only: Some(client.asks_read_only),
         };
         let client_id = client.id;
         self.log(Some(node), || {
@@ -957,6 +984,9 @@ impl World {
             Kind::Sync => Request::Sync(PathRequest { path: path.clone() }),
             Kind::Close => {
                 client.closing = true;
+                if let Some(session) = &mut client.session {
+                    session.close_sent = true;
+                }
                 Request::CloseSession
             }
         };
@@ -996,26 +1026,40 @@ impl World {
         let response = ConnectResponse::decode(frame)
             .map_err(|e| format!("client {}: ConnectResponse does not decode: {e}", c + 1))?;
         let client = &mut self.zk().clients[c];
+        let read_only = response.read_only == Some(true);
+        if read_only && !client.asks_read_only {
+            return Err(format!(
+                "read-only: client {} got a read-only session without asking for one",
+                client.id
+            ));
+        }
         if response.timeout_ms <= 0 || response.session_id == 0 {
             // Expired: its ephemerals must be gone; it starts over with a new session.
             let client_id = client.id;
             self.log(None, || format!("client {client_id}: {response:?}"));
             let client = &mut self.zk().clients[c];
-            if client.session.is_none() {
+            if client.logged_session().is_none() {
                 return Err(format!(
                     "client {}: a new session was answered as expired",
                     client.id
                 ));
             }
-            let id = self.zk().clients[c].session.as_ref().map_or(0, |s| s.id);
+            let session = self.zk().clients[c].session.clone().expect("checked above");
+            let id = session.id;
             self.log(None, || {
                 format!("client {client_id}: session {id:#x} expired")
             });
+            if !session.close_sent && !self.zk().checker.ended_in_log.contains_key(&id) {
+                return Err(format!(
+                    "expiry: client {client_id} was told its session {id:#x} expired, which the \
+                     log has not ended"
+                ));
+            }
             self.check_expiry_was_due(c)?;
             self.session_ended(c, true);
             return Ok(());
         }
-        if let Some(session) = &client.session {
+        if let Some(session) = client.logged_session() {
             if session.id != response.session_id {
                 return Err(format!(
                     "client {}: reconnecting session {:#x} got session {:#x}",
@@ -1023,16 +1067,26 @@ impl World {
                 ));
             }
         } else {
+            // A local session is left behind, as its server forgets it.
             client.session = Some(Session {
                 id: response.session_id,
                 password: response.password.clone(),
                 timeout_ms: response.timeout_ms,
+                local: read_only,
+                close_sent: false,
             });
             client.last_write_zxid = 0;
-            self.zk().checker.sessions_created += 1;
+            client.ended_link = None;
+            if !read_only {
+                self.zk().checker.sessions_created += 1;
+            }
+        }
+        if read_only {
+            self.zk().checker.read_only_sessions += 1;
         }
         let now = self.now;
         let client = &mut self.zk().clients[c];
+        client.read_only_link = read_only;
         client.link = Link::Connected(conn);
         (client.connected_us, client.heard_us) = (now, now);
         self.set_watches_again(c);
@@ -1069,11 +1123,12 @@ impl World {
 
     /// A session may expire only if its client went a whole timeout without a server that
     /// hears it and reaches the quorum. Once faults have stopped, a connection the client held
-    /// for a whole timeout, hearing from its server until it ended, is such a server: the
-    /// server heard every ping, and reported the session to the log in time (or the design
-    /// in `zoolog_server`'s docs is wrong), so the expiry cannot be ordered within a timeout
-    /// of the last frame. Later it may be: the client may find no other server to take it in
-    /// time after that connection ended.
+    /// for a whole timeout, hearing from its server until it ended, is such a server (unless
+    /// the connection was read-only: its server reported nothing): the server heard every
+    /// ping, and reported the session to the log in time (or the design in `zoolog_server`'s
+    /// docs is wrong), so the expiry cannot be ordered within a timeout of the last frame.
+    /// Later it may be: the client may find no other server to take it in time after that
+    /// connection ended.
     fn check_expiry_was_due(&mut self, c: usize) -> Result<(), String> {
         let (phase, faults_end) = (self.phase, self.faults_end);
         let zk = self.zk();
@@ -1089,7 +1144,10 @@ impl World {
             None => 0,
         };
         let timeout_us = session.timeout_ms as u64 * 1000;
-        let calm = phase == Phase::Liveness && link.connected_us >= faults_end && !link.closing;
+        let calm = phase == Phase::Liveness
+            && link.connected_us >= faults_end
+            && !link.closing
+            && !link.read_only;
         let talked_a_timeout = link.heard_us >= link.connected_us + timeout_us;
         let heard_to_the_end = link.ended_us <= link.heard_us + timeout_us / 2;
         let too_soon = expired_us < link.heard_us + timeout_us;
@@ -1166,6 +1224,11 @@ impl World {
             self.client_disconnect(c, true);
             return Ok(());
         }
+        if err == ErrorCode::NotReadOnly.code()
+            || (client.read_only_link && pending.kind.is_write())
+        {
+            return self.write_refused(c, &pending, err);
+        }
         if pending.kind.is_write() && header.zxid > 0 {
             if header.zxid <= client.last_write_zxid {
                 return Err(format!(
@@ -1216,7 +1279,8 @@ impl World {
                 client.seen_version.insert(pending.path, stat.version);
             }
             Kind::GetData | Kind::Exists => {
-                if header.zxid <= 0 {
+                // Zxid 0 is a read-only server's that has applied nothing yet.
+                if header.zxid < 0 {
                     if err == ErrorCode::ThrottledOp.code() {
                         return Ok(());
                     }
@@ -1305,6 +1369,49 @@ impl World {
         Ok(())
     }
 
+    /// A write on a read-only session's connection is refused with NOTREADONLY, and never
+    /// ordered (checked at the end); nothing else is refused so.
+    fn write_refused(&mut self, c: usize, pending: &Pending, err: i32) -> Result<(), String> {
+        let client = &mut self.zk().clients[c];
+        let refused = err == ErrorCode::NotReadOnly.code();
+        if !(refused && client.read_only_link && pending.kind.is_write()) {
+            return Err(format!(
+                "read-only: client {} got error {err} for {:?} xid {} on a{} connection",
+                client.id,
+                pending.kind,
+                pending.xid,
+                if client.read_only_link {
+                    " read-only"
+                } else {
+                    " read-write"
+                }
+            ));
+        }
+        let session = client
+            .session
+            .clone()
+            .expect("a connection carries a session");
+        match pending.kind {
+            Kind::Sync => {
+                if let Some(next) = client.pending.front_mut() {
+                    next.watermark = None;
+                }
+            }
+            // A local session dies with its server's memory of it; a logged one can only be
+            // closed through the log, from another server.
+            Kind::Close if session.local => {
+                self.session_ended(c, false);
+                self.client_disconnect(c, true);
+            }
+            Kind::Close => self.client_disconnect(c, true),
+            _ => {}
+        }
+        let checker = &mut self.zk().checker;
+        checker.writes_refused += 1;
+        checker.refused.insert((session.id, pending.xid));
+        Ok(())
+    }
+
     /// A getChildren of the root answers with its children at the reply's zxid.
     fn check_children_read(
         &mut self,
@@ -1318,7 +1425,7 @@ impl World {
             return Ok(());
         }
         let client_id = self.zk().clients[c].id;
-        if err != 0 || zxid <= 0 {
+        if err != 0 || zxid < 0 {
             return Err(format!(
                 "client {client_id}: getChildren xid {} answered at zxid {zxid} with error {err}",
                 pending.xid
