@@ -19,6 +19,8 @@
 //!   zxid, a creation watch on a node that exists, a children watch on a node whose children
 //!   changed after it).
 //! - getChildren of the root answers exactly the common state's children at its zxid.
+//! - A create answers the path that the common sequence's entry at its zxid added: the one
+//!   asked for, or for a sequential node that path and ten digits.
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Read-only mode (in `world::zk`, half the seeds enable it): a read-only session only for a

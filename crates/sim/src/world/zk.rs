@@ -3,11 +3,11 @@
 //! simulated connections (in-order byte streams, one frame per write, that break when either
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
-//! getChildren, make and delete ephemerals, ping, close their sessions, and on a lost
-//! connection reconnect to another server with the same session and their lastZxidSeen, and
-//! hand it their watches with SetWatches, as real clients do. Some ask for read-only
-//! sessions, which a server cut off from its quorum grants in half the seeds. The checks are
-//! in [`crate::zkcheck`].
+//! getChildren, make and delete ephemerals (every other one sequential), ping, close their
+//! sessions, and on a lost connection reconnect to another server with the same session and
+//! their lastZxidSeen, and hand it their watches with SetWatches, as real clients do. Some
+//! ask for read-only sessions, which a server cut off from its quorum grants in half the
+//! seeds. The checks are in [`crate::zkcheck`].
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -16,9 +16,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zoolog_proto::codes::EventType;
 use zoolog_proto::{
-    ConnectRequest, ConnectResponse, CreateRequest, DeleteRequest, ErrorCode, GetChildrenResponse,
-    GetDataResponse, Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader, Request,
-    RequestHeader, SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
+    ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest, ErrorCode,
+    GetChildrenResponse, GetDataResponse, Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader,
+    Request, RequestHeader, SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
@@ -79,6 +79,8 @@ struct Conn {
 enum Kind {
     Create {
         ephemeral: bool,
+        /// The server appends the parent's next sequence number to the name.
+        sequential: bool,
     },
     SetData,
     GetData,
@@ -843,7 +845,13 @@ impl World {
         };
         match roll {
             0..=19 => self.issue(c, Kind::SetData, path, Some(version), None),
-            20..=34 => self.issue(c, Kind::Create { ephemeral: false }, path, None, None),
+            20..=34 => {
+                let kind = Kind::Create {
+                    ephemeral: false,
+                    sequential: false,
+                };
+                self.issue(c, kind, path, None, None)
+            }
             35..=49 => self.issue(c, Kind::GetData, path, None, None),
             50..=59 => self.issue(c, Kind::Exists, path, None, None),
             60..=66 => self.issue(c, Kind::Delete, path, Some(version), None),
@@ -855,8 +863,18 @@ impl World {
             80..=88 => {
                 let client = &mut self.zk().clients[c];
                 client.values += 1;
-                let path = format!("/e{}-{}", client.id, client.values);
-                self.issue(c, Kind::Create { ephemeral: true }, path, None, None);
+                // Every other one sequential, decided without a draw: the random choices of a
+                // seed stay those of the simulator before sequential nodes.
+                let sequential = client.values.is_multiple_of(2);
+                let path = match sequential {
+                    true => format!("/q{}-", client.id),
+                    false => format!("/e{}-{}", client.id, client.values),
+                };
+                let kind = Kind::Create {
+                    ephemeral: true,
+                    sequential,
+                };
+                self.issue(c, kind, path, None, None);
             }
             89..=94 => {
                 let ephemerals = self.zk().clients[c].ephemerals.clone();
@@ -948,7 +966,10 @@ impl World {
         client.values += 1;
         let value = format!("c{}v{}", client.id, client.values).into_bytes();
         let request = match kind {
-            Kind::Create { ephemeral } => Request::Create(CreateRequest {
+            Kind::Create {
+                ephemeral,
+                sequential,
+            } => Request::Create(CreateRequest {
                 path: path.clone(),
                 data: Some(value),
                 acl: Some(vec![zoolog_proto::Acl {
@@ -958,7 +979,7 @@ impl World {
                         id: "anyone".into(),
                     },
                 }]),
-                flags: if ephemeral { 1 } else { 0 },
+                flags: i32::from(ephemeral) | i32::from(sequential) << 1,
             }),
             Kind::SetData => Request::SetData(SetDataRequest {
                 path: path.clone(),
@@ -1271,7 +1292,15 @@ impl World {
                     next.watermark = None;
                 }
             }
-            Kind::Create { ephemeral: true } if err == 0 => client.ephemerals.push(pending.path),
+            Kind::Create {
+                ephemeral,
+                sequential,
+            } if err == 0 => {
+                let path = self.check_created_path(c, &pending, sequential, header.zxid, body)?;
+                if ephemeral {
+                    self.zk().clients[c].ephemerals.push(path);
+                }
+            }
             Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
             Kind::SetData if err == 0 => {
                 let stat = Stat::read_from(&mut Reader::new(body))
@@ -1367,6 +1396,44 @@ impl World {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A create answers with the path it made: the one asked for, or for a sequential node
+    /// that path and ten digits, a child of the root that entry `zxid` added.
+    fn check_created_path(
+        &mut self,
+        c: usize,
+        pending: &Pending,
+        sequential: bool,
+        zxid: i64,
+        body: &[u8],
+    ) -> Result<String, String> {
+        let client_id = self.zk().clients[c].id;
+        let path = CreateResponse::read_from(&mut Reader::new(body))
+            .map_err(|e| format!("create reply: {e}"))?
+            .path;
+        let suffix = path.strip_prefix(pending.path.as_str()).unwrap_or("-");
+        let well_named = match sequential {
+            false => suffix.is_empty(),
+            true => suffix.len() == 10 && suffix.bytes().all(|b| b.is_ascii_digit()),
+        };
+        let name = path.get(1..).unwrap_or_default();
+        let checker = &self.zk().checker;
+        let added_here = !checker
+            .root_children_at(zxid - 1)
+            .1
+            .iter()
+            .any(|n| n == name)
+            && checker.root_children_at(zxid).1.iter().any(|n| n == name);
+        if !well_named || !added_here {
+            return Err(format!(
+                "create: client {client_id} asked for {} (sequential: {sequential}) and was \
+                 answered {path} at zxid {zxid}, which the common sequence's entry there did \
+                 not create",
+                pending.path
+            ));
+        }
+        Ok(path)
     }
 
     /// A write on a read-only session's connection is refused with NOTREADONLY, and never
