@@ -34,8 +34,9 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
-    Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, LearnerStatus, LearnerSyncs,
-    MemberRole, Message, OwnSync, ServerId, ServingRole, Status, Zab, COMMIT_STALL_US,
+    Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, Lane, LearnerStatus,
+    LearnerSyncs, MemberRole, Message, OwnSync, PerLane, ServerId, ServingRole, Status, Zab,
+    COMMIT_STALL_US,
 };
 
 use crate::config::{EnsembleConfig, ServerConfig};
@@ -88,9 +89,10 @@ const HISTORY_ENTRIES_RESERVED_MAX: usize = 1 << 20;
 const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
 /// 2: `Propose` says which forwards the leader has received. 3: log entries may report
 /// sessions with their idle times (the tree's Touch entries of tag 8), which a member of
-/// version 2 cannot apply. A peer of another version is refused at its hello rather than
-/// misread, or stopped by the first entry it cannot apply.
-const HELLO_VERSION: u8 = 3;
+/// version 2 cannot apply. 4: a `Forward` names its lane, and a `Propose` says how far the
+/// leader has each lane's forwards. A peer of another version is refused at its hello rather
+/// than misread, or stopped by the first entry it cannot apply.
+const HELLO_VERSION: u8 = 4;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
@@ -645,26 +647,26 @@ struct AppendLanes {
 }
 
 impl AppendLanes {
-    /// The next command, urgent ones first; waits for one.
-    async fn recv(&mut self) -> Option<Bytes> {
+    /// The next command of the `open` lanes, urgent ones first, and its lane; waits for one
+    /// (none when no lane is open).
+    async fn recv(&mut self, open: PerLane<bool>) -> Option<(Lane, Bytes)> {
         tokio::select! {
             biased;
-            Some(entry) = self.urgent.recv() => Some(entry),
-            Some(entry) = self.commands.recv() => Some(entry),
+            Some(entry) = self.urgent.recv(), if open.urgent => Some((Lane::Urgent, entry)),
+            Some(entry) = self.commands.recv(), if open.commands => Some((Lane::Commands, entry)),
             else => None,
         }
     }
 
-    /// `first` (just received) and what else waits, urgent ones first, as far as the
+    /// `first` (just received from `lane`) and what else waits in that lane, as far as the
     /// protocol has room.
-    fn take(&mut self, first: Bytes, capacity: AppendCapacity) -> Vec<Bytes> {
+    fn take(&mut self, lane: Lane, first: Bytes, capacity: AppendCapacity) -> Vec<Bytes> {
+        let waiting = match lane {
+            Lane::Urgent => &mut self.urgent,
+            Lane::Commands => &mut self.commands,
+        };
         let mut first = Some(first);
-        capacity.fill(|| {
-            first
-                .take()
-                .or_else(|| self.urgent.try_recv().ok())
-                .or_else(|| self.commands.try_recv().ok())
-        })
+        capacity.fill(|| first.take().or_else(|| waiting.try_recv().ok()))
     }
 }
 
@@ -712,8 +714,12 @@ impl Driver {
         let stall = tokio::time::sleep(COMMIT_STALL);
         tokio::pin!(stall);
         loop {
-            let accepting =
-                !self.zab.append_capacity().is_none() || !self.zab.status().is_serving();
+            let serving = self.zab.status().is_serving();
+            // While not serving, commands are taken only to be dropped.
+            let open = PerLane {
+                commands: !serving || !self.zab.append_capacity(Lane::Commands).is_none(),
+                urgent: !serving || !self.zab.append_capacity(Lane::Urgent).is_none(),
+            };
             let input = tokio::select! {
                 Some(event) = inbox.recv() => match event {
                     PeerEvent::Message { from, message } => Input::Message { from, message },
@@ -723,13 +729,14 @@ impl Driver {
                     let Some(done) = *durable.borrow_and_update() else { continue };
                     Input::Logged { position: done.position, epoch: done.epoch }
                 }
-                Some(first) = appends.recv(), if accepting => {
+                Some((lane, first)) = appends.recv(open) => {
                     if !self.zab.status().is_serving() {
                         // Its client's connection is being closed: it may or may not have
                         // been ordered, as far as the client knows.
                         continue;
                     }
-                    Input::Append { payloads: appends.take(first, self.zab.append_capacity()) }
+                    let capacity = self.zab.append_capacity(lane);
+                    Input::Append { lane, payloads: appends.take(lane, first, capacity) }
                 }
                 Some(command) = control.recv() => match command {
                     Control::EpochAt { position, reply } => {
@@ -1426,21 +1433,34 @@ mod tests {
         urgent_tx.try_send(Bytes::from("u1")).unwrap();
         urgent_tx.try_send(Bytes::from("u2")).unwrap();
 
-        let first = lanes.recv().await.unwrap();
-        assert_eq!(first, "u1");
+        let both = PerLane {
+            commands: true,
+            urgent: true,
+        };
+        let (lane, first) = lanes.recv(both).await.unwrap();
+        assert_eq!((lane, &first[..]), (Lane::Urgent, &b"u1"[..]));
         let room = AppendCapacity {
             commands: 3,
             bytes: 1 << 20,
         };
-        assert_eq!(lanes.take(first, room), ["u1", "u2", "c1"]);
+        assert_eq!(lanes.take(lane, first, room), ["u1", "u2"]);
 
         urgent_tx.try_send(Bytes::from("u3")).unwrap();
-        let first = lanes.recv().await.unwrap();
+        let (lane, first) = lanes.recv(both).await.unwrap();
         assert_eq!(
-            first, "u3",
+            (lane, &first[..]),
+            (Lane::Urgent, &b"u3"[..]),
             "an urgent command overtakes those still waiting"
         );
-        assert_eq!(lanes.take(first, room), ["u3", "c2", "c3"]);
+        assert_eq!(lanes.take(lane, first, room), ["u3"]);
+        urgent_tx.try_send(Bytes::from("u4")).unwrap();
+        let only_commands = PerLane {
+            commands: true,
+            urgent: false,
+        };
+        let (lane, first) = lanes.recv(only_commands).await.unwrap();
+        assert_eq!(lane, Lane::Commands, "a full urgent lane holds none back");
+        assert_eq!(lanes.take(lane, first, room), ["c1", "c2", "c3"]);
     }
 
     #[test]

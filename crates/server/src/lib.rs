@@ -27,8 +27,9 @@
 //!   tick, one `Touch` entry naming sessions heard from on it and how long ago, once the log's
 //!   latest news of one of them is about a third of its timeout old; the deciding server counts
 //!   a session's timeout from the reported contact. Reports go to the ordering layer ahead of
-//!   the client commands waiting there (`append_urgent`), so that a backlog of writes cannot
-//!   hold them back past the timeout they guard. A server's next report of a session waits a
+//!   the client commands waiting there (`append_urgent`), and through Zab in a lane of their
+//!   own that the leader proposes before any client command waiting (a learner's forwards
+//!   included), so that a backlog of writes cannot hold them back past the timeout they guard. A server's next report of a session waits a
 //!   third of the timeout from its last one, whether ordered yet or not (reports slower to
 //!   order than to make would otherwise queue behind each other, the freshest last), and a
 //!   server reports what it heard before it left the quorum once it is back. Only the leader

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use zoolog_zab::Status;
+use zoolog_zab::{Lane, Status};
 
 #[derive(Debug, Clone)]
 pub struct Connection {
@@ -21,6 +21,9 @@ pub struct Client {
     /// Sequence numbers submitted on the current connection and not yet acknowledged.
     pub in_flight: VecDeque<u64>,
     pub max_in_flight: usize,
+    /// The lane its commands take: urgent for some clients, so that the urgent lane's
+    /// numbering, resends and priority meet the faults too (FIFO holds within a lane).
+    pub lane: Lane,
     pub step_us: (u64, u64),
     pub reconnect_at: u64,
 }

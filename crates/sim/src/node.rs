@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use zoolog_log::{AppendError, OrderingLayer};
 use zoolog_server::core::Core;
-use zoolog_zab::{Config, OwnSync, Position, Status, Zab};
+use zoolog_zab::{Config, Lane, OwnSync, Position, Status, Zab};
 
 use crate::checker::mix;
 use crate::disk::Disk;
@@ -112,7 +112,7 @@ pub struct Front {
 /// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
 /// ensemble driver does; what is queued while Zab is not serving is dropped, as there.
 /// Core's commands waiting for Zab, in two lanes of `capacity` each as the real ensemble
-/// layer keeps them: urgent ones (liveness reports) are taken first.
+/// layer keeps them: urgent ones (liveness reports) are taken first, into Zab's urgent lane.
 pub struct SimLayer {
     pub urgent: Mutex<VecDeque<Bytes>>,
     pub queue: Mutex<VecDeque<Bytes>>,
@@ -130,9 +130,12 @@ impl SimLayer {
         }
     }
 
-    pub fn pop_front(&self) -> Option<Bytes> {
-        let urgent = self.urgent.lock().unwrap().pop_front();
-        urgent.or_else(|| self.queue.lock().unwrap().pop_front())
+    pub fn pop_front(&self, lane: Lane) -> Option<Bytes> {
+        let waiting = match lane {
+            Lane::Urgent => &self.urgent,
+            Lane::Commands => &self.queue,
+        };
+        waiting.lock().unwrap().pop_front()
     }
 
     pub fn queued(&self) -> usize {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use zoolog_zab::{
-    Action, AppendCapacity, Config, Entry, EntryRange, Epochs, Input, MemberRole, Message,
+    Action, AppendCapacity, Config, Entry, EntryRange, Epochs, Input, Lane, MemberRole, Message,
     ServerId, ServingRole, Status, Zab,
 };
 
@@ -22,6 +22,8 @@ mod zk;
 
 /// A run that needs more events than this is stuck in a storm of messages or timers.
 const EVENTS_MAX: u64 = 3_000_000;
+/// The random stream of the Zab-mode clients' lanes (the read-only choices take stream 1).
+const LANE_STREAM: u64 = 2;
 
 enum Event {
     Tick {
@@ -225,6 +227,8 @@ impl World {
         };
         let net = Network::new(net_config, nodes.len());
         let client_count = rng.range(1, 5);
+        // Drawn from a stream of their own: the urgent lane changed no other choice.
+        let mut lane_rng = rng.fork(LANE_STREAM);
         let mut clients = Vec::new();
         for id in 1..=client_count {
             clients.push(Client {
@@ -232,6 +236,10 @@ impl World {
                 connection: None,
                 next_seq: 1,
                 in_flight: Default::default(),
+                lane: match lane_rng.chance(0.25) {
+                    true => Lane::Urgent,
+                    false => Lane::Commands,
+                },
                 max_in_flight: rng.range(1, 8) as usize,
                 step_us: (200, rng.range(1_000, 20_000)),
                 reconnect_at: 0,
@@ -982,10 +990,11 @@ impl World {
             return Ok(());
         }
         let room = self.clients[c].max_in_flight - self.clients[c].in_flight.len();
+        let lane = self.clients[c].lane;
         let capacity = self.nodes[conn.node]
             .zab
             .as_ref()
-            .map_or(AppendCapacity::NONE, |z| z.append_capacity());
+            .map_or(AppendCapacity::NONE, |z| z.append_capacity(lane));
         if room == 0
             || capacity.is_none()
             || self.nodes[conn.node].status != conn.status
@@ -1008,7 +1017,7 @@ impl World {
             checker.submitted(client.id, seq, conn.id, now);
             Some(encode_payload(client.id, seq))
         });
-        self.feed(conn.node, Input::Append { payloads })
+        self.feed(conn.node, Input::Append { lane, payloads })
     }
 
     // ----- faults and liveness ----------------------------------------------------------
@@ -1329,8 +1338,8 @@ fn describe_input(input: &Input) -> String {
         Input::Tick => "Tick".into(),
         Input::Message { from, message } => format!("from n{from}: {}", describe_message(message)),
         Input::PeerDisconnected { peer } => format!("PeerDisconnected n{peer}"),
-        Input::Append { payloads } => format!(
-            "Append {:?}",
+        Input::Append { lane, payloads } => format!(
+            "Append {lane:?} {:?}",
             payloads
                 .iter()
                 .map(|p| decode_payload(p))
@@ -1348,10 +1357,11 @@ fn describe_message(message: &Message) -> String {
     match message {
         Message::Forward {
             link,
+            lane,
             first_sequence,
             payloads,
         } => format!(
-            "Forward {{ {link:?}, first_sequence {first_sequence}, {:?} }}",
+            "Forward {{ {link:?}, {lane:?}, first_sequence {first_sequence}, {:?} }}",
             payloads
                 .iter()
                 .map(|p| decode_payload(p))

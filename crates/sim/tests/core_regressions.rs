@@ -9,6 +9,7 @@ use zoolog_server::core::{Core, Input, Now, Output, Role};
 use zoolog_server::ServerConfig;
 use zoolog_sim::node::SimLayer;
 use zoolog_tree::{DataTree, TreeConfig};
+use zoolog_zab::Lane;
 
 fn now(ms: u64) -> Now {
     Now {
@@ -83,7 +84,9 @@ fn session_created_for_a_connection_closed_by_a_role_change() {
         },
         now(3),
     );
-    let create_session = layer.pop_front().expect("CreateSession appended");
+    let create_session = layer
+        .pop_front(Lane::Commands)
+        .expect("CreateSession appended");
     let outputs = core.handle(Input::Role(Role::Looking), now(4));
     assert!(outputs
         .iter()
@@ -151,7 +154,9 @@ fn a_lost_close_does_not_leave_the_session_closing() {
     let (mut core, layer) = ensemble_core();
     core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
     handshake(&mut core, 1, 0, vec![0; 16], 2);
-    let entry = layer.pop_front().expect("CreateSession appended");
+    let entry = layer
+        .pop_front(Lane::Commands)
+        .expect("CreateSession appended");
     let outputs = core.handle(Input::Committed { position: 1, entry }, now(3));
     let session = connect_response(&outputs, 1).expect("session created");
     assert_ne!(session.session_id, 0);
@@ -165,7 +170,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
         now(4),
     );
     assert!(
-        layer.pop_front().is_some() && layer.pop_front().is_none(),
+        layer.pop_front(Lane::Commands).is_some() && layer.pop_front(Lane::Commands).is_none(),
         "the close was appended (and is now lost)"
     );
     core.handle(Input::Role(Role::Looking), now(5));
@@ -184,7 +189,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
         session.password.clone(),
         7,
     );
-    let entry = layer.pop_front().expect("Attach appended");
+    let entry = layer.pop_front(Lane::Commands).expect("Attach appended");
     let outputs = core.handle(Input::Committed { position: 2, entry }, now(8));
     let reply = connect_response(&outputs, 2).expect("handshake answered");
     assert_eq!(

@@ -76,11 +76,23 @@ fn seeds_that_found_bugs_pass() {
         mode: Some(Mode::Core),
         ..Options::default()
     };
-    let found = [(
-        755834,
-        "a read-only client's session expired while it talked to its server: the server's \
-         liveness reports waited behind client writes in its full append queue",
-    )];
+    let found = [
+        (
+            755834,
+            "a read-only client's session expired while it talked to its server: the server's \
+             liveness reports waited behind client writes in its full append queue",
+        ),
+        (
+            339,
+            "a member cut off from its quorum told a client resuming a session created after \
+             what the member had applied that its session had expired",
+        ),
+        (
+            2128142,
+            "a read-only client's session expired while it talked to an observer: the \
+             observer's liveness reports waited behind client writes forwarded to the leader",
+        ),
+    ];
     for (seed, bug) in found {
         if let Err(failure) = run_seed(seed, &core) {
             panic!("seed {seed} ({bug}): {failure}");

@@ -70,6 +70,9 @@
 //!    have unconfirmed, and as many for its own clients) and proposes them as commits make
 //!    room, taking from its own clients and each learner in turn, the turns going on where
 //!    they stopped (so that no server's clients starve when room comes an entry at a time).
+//!    Urgent commands (a server's reports that its sessions' clients are alive) travel in a
+//!    lane of their own, numbered apart, and are proposed before any client command waiting:
+//!    a report never waits behind a backlog of writes, however slowly commits come.
 //!    What is in flight, to the leader's own log and to each learner's ahead of its
 //!    acknowledgements, is bounded in entries and in payload bytes: every unacknowledged
 //!    entry waits in some server's log writer, whose queue must never fill (a full one would
@@ -107,7 +110,8 @@ mod sync;
 pub use commands::AppendCapacity;
 pub use machine::Zab;
 pub use message::{
-    Attempt, DecodeError, EntryRange, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote,
+    Attempt, DecodeError, EntryRange, ForwardsHeard, Lane, Link, Message, PeerState, PerLane,
+    SnapshotImage, Vote,
 };
 pub use own_sync::{OwnSync, OwnSyncSteps, COMMIT_STALL_US, LEADER_SYNC_DELAY_US};
 
@@ -281,9 +285,11 @@ pub enum Input {
     PeerDisconnected {
         peer: ServerId,
     },
-    /// Commands from this server's clients, to be ordered. Accepted only while
-    /// [`Zab::append_capacity`] is above zero; check it first.
+    /// Commands of this server (its clients', or its urgent reports), to be ordered in
+    /// their lane's order. Accepted only while [`Zab::append_capacity`] of the lane is above
+    /// zero; check it first.
     Append {
+        lane: Lane,
         payloads: Vec<Bytes>,
     },
     /// Every entry through `position` is durable; `epoch` is the epoch of the entry at

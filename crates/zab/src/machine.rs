@@ -7,7 +7,9 @@ use bytes::Bytes;
 use crate::commands::{AppendCapacity, CommandQueue};
 use crate::election::{Election, Introduction, Outcome, Voters};
 use crate::history::History;
-use crate::message::{Attempt, ForwardsHeard, Link, Message, PeerState, SnapshotImage, Vote};
+use crate::message::{
+    Attempt, ForwardsHeard, Lane, Link, Message, PeerState, PerLane, SnapshotImage, Vote,
+};
 use crate::sync::{plan, LearnerLog, SyncPlan};
 use crate::{
     Action, Config, Entry, Epoch, Epochs, Input, LearnerStatus, LearnerSyncs, Position, Recovered,
@@ -87,17 +89,8 @@ struct Learner {
     started_ms: u64,
     last_heard_ms: u64,
     last_sent_ms: u64,
-    /// Forwarded commands the leader has not taken (proposed); the first has sequence
-    /// `forwards_confirmed + 1`.
-    forwards: CommandQueue,
-    forwards_confirmed: u64,
-    /// The leader holds or has taken the commands through this sequence (at least
-    /// `forwards_confirmed`): only those after it are ever sent again.
-    forwards_received: u64,
-    /// When the leader last received or took more of them.
-    forwards_progress_ms: u64,
-    /// Resends of forwards since the leader last received or took more of them.
-    forwards_resends: u32,
+    /// Forwarded commands the leader has not taken (proposed), in each lane.
+    forwards: PerLane<Forwarded>,
     /// When this learner last acknowledged, so that commit announcements are not each
     /// answered: an empty `Propose` gets an `Ack` only once per heartbeat interval.
     last_ack_ms: u64,
@@ -143,6 +136,153 @@ impl Room {
         accepted.extend(waiting.pop_front());
         true
     }
+
+    /// Moves all of `waiting` that fits to `accepted`, in order; false when one does not.
+    fn take_all(&mut self, waiting: &mut CommandQueue, accepted: &mut Vec<Bytes>) -> bool {
+        while waiting.front().is_some() {
+            if !self.take_next(waiting, accepted) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A learner's forwarded commands of one lane, kept until the leader has taken them.
+#[derive(Debug)]
+struct Forwarded {
+    /// Not yet taken (proposed); the first has sequence `confirmed + 1`.
+    commands: CommandQueue,
+    confirmed: u64,
+    /// The leader holds or has taken the commands through this sequence (at least
+    /// `confirmed`): only those after it are ever sent again.
+    received: u64,
+    /// When the leader last received or took more of them.
+    progress_ms: u64,
+    /// Resends since the leader last received or took more of them.
+    resends: u32,
+}
+
+impl Forwarded {
+    fn new(now_ms: u64) -> Forwarded {
+        Forwarded {
+            commands: CommandQueue::default(),
+            confirmed: 0,
+            received: 0,
+            progress_ms: now_ms,
+            resends: 0,
+        }
+    }
+
+    /// Adds commands to forward; returns the index of the first.
+    fn push(&mut self, payloads: Vec<Bytes>, now_ms: u64) -> usize {
+        let first_new = self.commands.len();
+        if self.confirmed + first_new as u64 <= self.received {
+            // The leader's progress is counted from now, not from its last forwards.
+            self.progress_ms = now_ms;
+            self.resends = 0;
+        }
+        for payload in payloads {
+            self.commands.push_back(payload);
+        }
+        first_new
+    }
+
+    /// The leader said how far it has them.
+    fn heard(&mut self, heard: ForwardsHeard, now_ms: u64) {
+        if heard.received > self.received {
+            self.received = heard.received;
+            self.progress_ms = now_ms;
+            self.resends = 0;
+        }
+        if heard.taken > self.confirmed {
+            self.commands
+                .drop_front((heard.taken - self.confirmed) as usize);
+            self.confirmed = heard.taken;
+            self.received = self.received.max(heard.taken);
+            self.progress_ms = now_ms;
+            self.resends = 0;
+        }
+    }
+
+    /// The index to send again from, when the leader has not received them for long enough.
+    /// Over TCP only a broken connection (or a full queue) loses forwards; the leader may hold
+    /// received ones for long under load, and those are not sent again.
+    fn resend_due(&mut self, now_ms: u64, heartbeat_ms: u64) -> Option<usize> {
+        let forwarded = self.confirmed + self.commands.len() as u64;
+        let earliest_ms = self.progress_ms + resend_wait_ms(heartbeat_ms, 2, 0, self.resends);
+        if forwarded <= self.received || now_ms < earliest_ms {
+            // Nothing to resend, or too early whatever its size: no need to sum its bytes
+            // on every tick.
+            return None;
+        }
+        let first_unreceived = (self.received - self.confirmed) as usize;
+        let unreceived_bytes: usize = self.commands.from(first_unreceived).map(Bytes::len).sum();
+        let wait_ms = resend_wait_ms(heartbeat_ms, 2, unreceived_bytes as u64, self.resends);
+        if now_ms < self.progress_ms + wait_ms {
+            return None;
+        }
+        self.progress_ms = now_ms;
+        self.resends += 1;
+        Some(first_unreceived)
+    }
+}
+
+/// A learner's forwarded commands of one lane, as its leader holds them.
+#[derive(Debug, Default)]
+struct Held {
+    /// How many have been proposed.
+    taken: u64,
+    /// The next ones, in the learner's order, held while the proposals in flight leave no
+    /// room for them. Within `forwards_in_flight_max` commands and `in_flight_bytes_max`
+    /// bytes: the learner keeps no more unconfirmed, so only a duplicate could go beyond, and
+    /// one beyond is dropped.
+    waiting: CommandQueue,
+}
+
+impl Held {
+    fn heard(&self) -> ForwardsHeard {
+        ForwardsHeard {
+            taken: self.taken,
+            received: self.taken + self.waiting.len() as u64,
+        }
+    }
+
+    /// Holds the new ones of the commands numbered from `first_sequence`: a resent one
+    /// already taken or waiting is skipped. False, taking none, when they start after a gap
+    /// (their predecessors lost with a connection), until the learner resends from the gap.
+    fn receive(
+        &mut self,
+        first_sequence: u64,
+        payloads: Vec<Bytes>,
+        commands_max: u64,
+        bytes_max: u64,
+    ) -> bool {
+        let next_sequence = self.heard().received + 1;
+        if first_sequence > next_sequence {
+            return false;
+        }
+        let already = (next_sequence - first_sequence) as usize;
+        let room = self.waiting.room(commands_max, bytes_max);
+        let mut fresh = payloads.into_iter().skip(already);
+        for payload in room.fill(|| fresh.next()) {
+            self.waiting.push_back(payload);
+        }
+        true
+    }
+
+    /// Moves to `accepted` what `take` lets through from the waiting ones, counting it taken;
+    /// returns what `take` does.
+    fn take_with(
+        &mut self,
+        accepted: &mut Vec<Bytes>,
+        take: impl FnOnce(&mut CommandQueue, &mut Vec<Bytes>) -> bool,
+    ) -> bool {
+        let before = accepted.len();
+        let fits = take(&mut self.waiting, accepted);
+        self.taken += (accepted.len() - before) as u64;
+        fits
+    }
 }
 
 struct Leader {
@@ -158,9 +298,9 @@ struct Leader {
     /// The commit position at the previous tick: by the next, every learner has been told
     /// it or of a later one (see [`Zab::tell_owed_commit`]).
     committed_at_tick: Position,
-    /// This server's own clients' commands, held while the proposals in flight leave no room
-    /// for them; they take their turn with each learner's waiting forwards.
-    own_waiting: CommandQueue,
+    /// This server's own commands, in each lane, held while the proposals in flight leave no
+    /// room for them; they take their turn with each learner's waiting forwards.
+    own_waiting: PerLane<CommandQueue>,
     /// Whose waiting commands [`Zab::propose_waiting`] takes first: 0 for `own_waiting`, i for
     /// the i-th learner in `peers` (taken modulo their number, which may change).
     next_turn: usize,
@@ -220,19 +360,63 @@ struct Peer {
     /// [`resend_wait_ms`].
     syncs_sent: u32,
     sync_bytes: u64,
-    /// How many of this learner's forwarded commands have been proposed.
-    forwards_taken: u64,
-    /// The learner's next forwarded commands, in its order, held while the proposals in
-    /// flight leave no room for them. Within `forwards_in_flight_max` commands and
-    /// `in_flight_bytes_max` bytes: the learner keeps no more unconfirmed, so only a
-    /// duplicate could go beyond, and one beyond is dropped.
-    forwards_waiting: CommandQueue,
+    /// This learner's forwarded commands, in each lane.
+    forwards: PerLane<Held>,
     /// The highest of our durable positions we have told the learner.
     durable_told: Position,
     /// The highest commit position the learner knows of for certain: told by us, or worked
     /// out from its own acknowledged log and our durable position told. (It may know more,
     /// from the other follower's acknowledgements, which we cannot see arrive.)
     commit_known: Position,
+}
+
+/// Moves every urgent command waiting (the leader's own, then each learner's) that `room`
+/// fits to `accepted`; false when one does not fit.
+fn take_urgent(leader: &mut Leader, room: &mut Room, accepted: &mut Vec<Bytes>) -> bool {
+    if !room.take_all(&mut leader.own_waiting.urgent, accepted) {
+        return false;
+    }
+    leader.peers.values_mut().all(|peer| {
+        peer.forwards
+            .urgent
+            .take_with(accepted, |waiting, accepted| {
+                room.take_all(waiting, accepted)
+            })
+    })
+}
+
+/// Moves the client commands waiting that `room` fits to `accepted`, one from each queue in
+/// turn (see [`Zab::propose_waiting`]).
+fn take_commands_in_turn(leader: &mut Leader, room: &mut Room, accepted: &mut Vec<Bytes>) {
+    let queues = 1 + leader.peers.len();
+    let mut turn = leader.next_turn % queues;
+    let mut empty_in_a_row = 0;
+    while empty_in_a_row < queues {
+        let before = accepted.len();
+        let fits = if turn == 0 {
+            room.take_next(&mut leader.own_waiting.commands, accepted)
+        } else {
+            let peer = leader
+                .peers
+                .values_mut()
+                .nth(turn - 1)
+                .expect("turn < queues");
+            let held = &mut peer.forwards.commands;
+            held.take_with(accepted, |waiting, accepted| {
+                room.take_next(waiting, accepted)
+            })
+        };
+        if !fits {
+            break;
+        }
+        empty_in_a_row = if accepted.len() > before {
+            0
+        } else {
+            empty_in_a_row + 1
+        };
+        turn = (turn + 1) % queues;
+    }
+    leader.next_turn = turn;
 }
 
 /// The furthest position that `quorum` of the `durable` positions reach (the commit rule:
@@ -317,8 +501,7 @@ impl Peer {
             sync_sent_ms: 0,
             syncs_sent: 0,
             sync_bytes: 0,
-            forwards_taken: 0,
-            forwards_waiting: CommandQueue::default(),
+            forwards: PerLane::default(),
             durable_told: 0,
             commit_known: 0,
         }
@@ -342,10 +525,7 @@ impl Peer {
             entries,
             commit,
             leader_durable,
-            forwards: ForwardsHeard {
-                taken: self.forwards_taken,
-                received: self.forwards_taken + self.forwards_waiting.len() as u64,
-            },
+            forwards: self.forwards.map(Held::heard),
         }
     }
 }
@@ -417,7 +597,7 @@ impl Zab {
             Input::Tick => self.tick(),
             Input::Message { from, message } => self.receive(from, message),
             Input::PeerDisconnected { peer } => self.peer_disconnected(peer),
-            Input::Append { payloads } => self.append(payloads),
+            Input::Append { lane, payloads } => self.append(lane, payloads),
             Input::Logged { position, epoch } => self.logged(position, epoch),
             Input::SnapshotSaved { position } => {
                 if position <= self.delivered {
@@ -460,14 +640,16 @@ impl Zab {
         self.reported_status
     }
 
-    /// How many more commands [`Input::Append`] takes now (none when not serving).
-    pub fn append_capacity(&self) -> AppendCapacity {
+    /// How many more commands [`Input::Append`] takes now in `lane` (none when not serving).
+    pub fn append_capacity(&self, lane: Lane) -> AppendCapacity {
         let waiting = match &self.phase {
             // Held until there is room, as many as a learner may have forwarded unconfirmed.
-            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => &leader.own_waiting,
+            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => {
+                leader.own_waiting.get(lane)
+            }
             // Observers forward their clients' commands too; they only do not vote.
             Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => {
-                &learner.forwards
+                &learner.forwards.get(lane).commands
             }
             _ => return AppendCapacity::NONE,
         };
@@ -549,7 +731,7 @@ impl Zab {
             synced: peer.synced,
             sent: peer.sent,
             acked: peer.acked,
-            forwards_taken: peer.forwards_taken,
+            forwards_taken: peer.forwards.commands.taken + peer.forwards.urgent.taken,
         })
     }
 
@@ -675,11 +857,10 @@ impl Zab {
             started_ms: self.now_ms,
             last_heard_ms: self.now_ms,
             last_sent_ms: self.now_ms,
-            forwards: CommandQueue::default(),
-            forwards_confirmed: 0,
-            forwards_received: 0,
-            forwards_progress_ms: self.now_ms,
-            forwards_resends: 0,
+            forwards: PerLane {
+                commands: Forwarded::new(self.now_ms),
+                urgent: Forwarded::new(self.now_ms),
+            },
             last_ack_ms: 0,
             leader_durable: 0,
             follower_durable: 0,
@@ -722,7 +903,7 @@ impl Zab {
             history_end: 0,
             committed_at_tick: 0,
             last_quorum_ms: self.now_ms,
-            own_waiting: CommandQueue::default(),
+            own_waiting: PerLane::default(),
             next_turn: 0,
         }));
         for (from, introduction) in introductions {
@@ -833,9 +1014,10 @@ impl Zab {
             Message::Ack { link, position } => self.leader_ack(from, link.epoch, position),
             Message::Forward {
                 link,
+                lane,
                 first_sequence,
                 payloads,
-            } => self.leader_forward(from, link.epoch, first_sequence, payloads),
+            } => self.leader_forward(from, link.epoch, lane, first_sequence, payloads),
         }
     }
 
@@ -999,9 +1181,9 @@ impl Zab {
         }
     }
 
-    fn append(&mut self, payloads: Vec<Bytes>) {
+    fn append(&mut self, lane: Lane, payloads: Vec<Bytes>) {
         assert!(
-            self.append_capacity().admits(&payloads),
+            self.append_capacity(lane).admits(&payloads),
             "the driver appends only within append_capacity"
         );
         if payloads.is_empty() {
@@ -1010,11 +1192,11 @@ impl Zab {
         match &mut self.phase {
             Phase::Leading(leader) => {
                 for payload in payloads {
-                    leader.own_waiting.push_back(payload);
+                    leader.own_waiting.get_mut(lane).push_back(payload);
                 }
                 self.propose_waiting();
             }
-            Phase::Learning(_) => self.forward(payloads),
+            Phase::Learning(_) => self.forward(lane, payloads),
             _ => unreachable!("append_capacity is 0 when not serving"),
         }
     }
@@ -1404,6 +1586,7 @@ impl Zab {
         &mut self,
         from: ServerId,
         epoch: Epoch,
+        lane: Lane,
         first_sequence: u64,
         payloads: Vec<Bytes>,
     ) {
@@ -1415,20 +1598,15 @@ impl Zab {
             let Some(peer) = leader.peers.get_mut(&from) else {
                 return;
             };
-            let next_sequence = peer.forwards_taken + peer.forwards_waiting.len() as u64 + 1;
-            if !peer.synced || first_sequence > next_sequence {
-                return;
-            }
             // The learner keeps no more unconfirmed than this room (see `append_capacity`),
             // so only a duplicate could go beyond it.
-            let already = (next_sequence - first_sequence) as usize;
-            let room = peer.forwards_waiting.room(
+            let (commands_max, bytes_max) = (
                 zab.config.forwards_in_flight_max,
                 zab.config.in_flight_bytes_max,
             );
-            let mut fresh = payloads.into_iter().skip(already);
-            for payload in room.fill(|| fresh.next()) {
-                peer.forwards_waiting.push_back(payload);
+            let held = peer.forwards.get_mut(lane);
+            if !peer.synced || !held.receive(first_sequence, payloads, commands_max, bytes_max) {
+                return;
             }
             peer.last_heard_ms = zab.now_ms;
             queued = true;
@@ -1438,12 +1616,13 @@ impl Zab {
         }
     }
 
-    /// Proposes the waiting commands (this server's clients' and each learner's) that the
-    /// proposals in flight leave room for, one from each in turn, so that no server's clients
-    /// wait behind another's backlog. The first command that does not fit ends the turns, and
-    /// its queue goes first when room is made, so that a large one is not passed again and
-    /// again by small ones; otherwise the turns go on next time from where they stopped, so
-    /// that when room comes one entry at a time no queue waits for those before it to empty.
+    /// Proposes the waiting commands that the proposals in flight leave room for: every
+    /// urgent one first (this server's, then each learner's), then the others (this server's
+    /// clients' and each learner's) one from each in turn, so that no server's clients wait
+    /// behind another's backlog. The first command that does not fit ends the turns, and its
+    /// queue goes first when room is made, so that a large one is not passed again and again
+    /// by small ones; otherwise the turns go on next time from where they stopped, so that
+    /// when room comes one entry at a time no queue waits for those before it to empty.
     /// Called when commands arrive and whenever a commit makes room.
     fn propose_waiting(&mut self) {
         let mut accepted = Vec::new();
@@ -1452,34 +1631,9 @@ impl Zab {
                 return;
             }
             let mut room = zab.leader_room();
-            let queues = 1 + leader.peers.len();
-            let mut turn = leader.next_turn % queues;
-            let mut empty_in_a_row = 0;
-            while empty_in_a_row < queues {
-                let before = accepted.len();
-                let fits = if turn == 0 {
-                    room.take_next(&mut leader.own_waiting, &mut accepted)
-                } else {
-                    let peer = leader
-                        .peers
-                        .values_mut()
-                        .nth(turn - 1)
-                        .expect("turn < queues");
-                    let fits = room.take_next(&mut peer.forwards_waiting, &mut accepted);
-                    peer.forwards_taken += (accepted.len() - before) as u64;
-                    fits
-                };
-                if !fits {
-                    break;
-                }
-                empty_in_a_row = if accepted.len() > before {
-                    0
-                } else {
-                    empty_in_a_row + 1
-                };
-                turn = (turn + 1) % queues;
+            if take_urgent(leader, &mut room, &mut accepted) {
+                take_commands_in_turn(leader, &mut room, &mut accepted);
             }
-            leader.next_turn = turn;
         });
         if !accepted.is_empty() {
             self.propose(accepted);
@@ -2056,7 +2210,7 @@ impl Zab {
         entries: Vec<Entry>,
         commit: Position,
         leader_durable: Position,
-        forwards: ForwardsHeard,
+        forwards: PerLane<ForwardsHeard>,
     ) {
         let mut ack = false;
         self.with_learner(from, |zab, learner| {
@@ -2075,18 +2229,9 @@ impl Zab {
             };
             learner.leader_durable = learner.leader_durable.max(leader_durable);
             zab.learn_commit(commit);
-            if forwards.received > learner.forwards_received {
-                learner.forwards_received = forwards.received;
-                learner.forwards_progress_ms = zab.now_ms;
-                learner.forwards_resends = 0;
-            }
-            if forwards.taken > learner.forwards_confirmed {
-                let confirmed = (forwards.taken - learner.forwards_confirmed) as usize;
-                learner.forwards.drop_front(confirmed);
-                learner.forwards_confirmed = forwards.taken;
-                learner.forwards_received = learner.forwards_received.max(forwards.taken);
-                learner.forwards_progress_ms = zab.now_ms;
-                learner.forwards_resends = 0;
+            for lane in Lane::BY_PRIORITY {
+                let heard = *forwards.get(lane);
+                learner.forwards.get_mut(lane).heard(heard, zab.now_ms);
             }
         });
         if ack {
@@ -2119,29 +2264,21 @@ impl Zab {
         }
     }
 
-    fn forward(&mut self, payloads: Vec<Bytes>) {
+    fn forward(&mut self, lane: Lane, payloads: Vec<Bytes>) {
         self.with_learning(|zab, learner| {
-            let first_new = learner.forwards.len();
-            let all_received =
-                learner.forwards_confirmed + first_new as u64 <= learner.forwards_received;
-            if all_received {
-                // The leader's progress is counted from now, not from its last forwards.
-                learner.forwards_progress_ms = zab.now_ms;
-                learner.forwards_resends = 0;
-            }
-            for payload in payloads {
-                learner.forwards.push_back(payload);
-            }
-            zab.send_forwards(learner, first_new);
+            let first_new = learner.forwards.get_mut(lane).push(payloads, zab.now_ms);
+            zab.send_forwards(learner, lane, first_new);
         });
     }
 
-    /// Sends `learner.forwards[from..]` to the leader, in messages of at most
-    /// `message_entries_max` commands and `in_flight_bytes_max` bytes (or one command).
-    fn send_forwards(&mut self, learner: &mut Learner, from: usize) {
+    /// Sends the learner's forwards of `lane` from index `from` on to the leader, in messages
+    /// of at most `message_entries_max` commands and `in_flight_bytes_max` bytes (or one
+    /// command).
+    fn send_forwards(&mut self, learner: &Learner, lane: Lane, from: usize) {
         let link = self.learner_link(learner.epoch);
-        let mut first_sequence = learner.forwards_confirmed + from as u64 + 1;
-        let batches = learner.forwards.batches_from(
+        let forwarded = learner.forwards.get(lane);
+        let mut first_sequence = forwarded.confirmed + from as u64 + 1;
+        let batches = forwarded.commands.batches_from(
             from,
             self.config.message_entries_max,
             self.config.in_flight_bytes_max,
@@ -2150,6 +2287,7 @@ impl Zab {
             let count = payloads.len() as u64;
             let message = Message::Forward {
                 link,
+                lane,
                 first_sequence,
                 payloads,
             };
@@ -2192,33 +2330,23 @@ impl Zab {
             self.look();
             return;
         }
-        // Over TCP only a broken connection (or a full queue) loses forwards; the leader
-        // may hold received ones for long under load, and those are not sent again.
-        let forwarded = learner.forwards_confirmed + learner.forwards.len() as u64;
         let heartbeat_ms = self.config.heartbeat_ms;
-        let earliest_ms = learner.forwards_progress_ms
-            + resend_wait_ms(heartbeat_ms, 2, 0, learner.forwards_resends);
-        if forwarded <= learner.forwards_received || now_ms < earliest_ms {
-            // Nothing to resend, or too early whatever its size: no need to sum its bytes
-            // on every tick.
-            return;
-        }
-        let first_unreceived = (learner.forwards_received - learner.forwards_confirmed) as usize;
-        let unreceived_bytes: usize = learner
-            .forwards
-            .from(first_unreceived)
-            .map(Bytes::len)
-            .sum();
-        let wait_ms = resend_wait_ms(
-            heartbeat_ms,
-            2,
-            unreceived_bytes as u64,
-            learner.forwards_resends,
-        );
-        if now_ms >= learner.forwards_progress_ms + wait_ms {
-            learner.forwards_progress_ms = now_ms;
-            learner.forwards_resends += 1;
-            self.with_learning(|zab, learner| zab.send_forwards(learner, first_unreceived));
+        let due: Vec<(Lane, usize)> = Lane::BY_PRIORITY
+            .into_iter()
+            .filter_map(|lane| {
+                let from = learner
+                    .forwards
+                    .get_mut(lane)
+                    .resend_due(now_ms, heartbeat_ms);
+                from.map(|from| (lane, from))
+            })
+            .collect();
+        if !due.is_empty() {
+            self.with_learning(|zab, learner| {
+                for (lane, from) in due {
+                    zab.send_forwards(learner, lane, from);
+                }
+            });
         }
     }
 

@@ -67,6 +67,57 @@ pub struct ForwardsHeard {
     pub received: u64,
 }
 
+/// The two ways a server's commands travel to be ordered. Urgent ones (its reports that
+/// sessions are alive) are numbered apart from client commands and proposed before any client
+/// command waiting, so that they never queue behind a backlog of writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Commands,
+    Urgent,
+}
+
+impl Lane {
+    /// In the order the leader proposes what waits in them.
+    pub const BY_PRIORITY: [Lane; 2] = [Lane::Urgent, Lane::Commands];
+
+    fn code(self) -> u8 {
+        match self {
+            Lane::Commands => 0,
+            Lane::Urgent => 1,
+        }
+    }
+}
+
+/// One of a thing for each lane.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerLane<T> {
+    pub commands: T,
+    pub urgent: T,
+}
+
+impl<T> PerLane<T> {
+    pub fn get(&self, lane: Lane) -> &T {
+        match lane {
+            Lane::Commands => &self.commands,
+            Lane::Urgent => &self.urgent,
+        }
+    }
+
+    pub fn get_mut(&mut self, lane: Lane) -> &mut T {
+        match lane {
+            Lane::Commands => &mut self.commands,
+            Lane::Urgent => &mut self.urgent,
+        }
+    }
+
+    pub fn map<U>(&self, f: impl Fn(&T) -> U) -> PerLane<U> {
+        PerLane {
+            commands: f(&self.commands),
+            urgent: f(&self.urgent),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// Election: the sender's vote in its `round`, and its state. A server that is not
@@ -110,20 +161,21 @@ pub enum Message {
     AckNewLeader { link: Link, last_position: Position },
     /// Broadcast, leader → learner: entries to append (maybe none: then a heartbeat), the
     /// commit position, how far the leader's own log is durable, and how far it has the
-    /// learner's forwards.
+    /// learner's forwards in each lane.
     Propose {
         link: Link,
         entries: Vec<Entry>,
         commit: Position,
         leader_durable: Position,
-        forwards: ForwardsHeard,
+        forwards: PerLane<ForwardsHeard>,
     },
     /// Broadcast, learner → leader: durable through `position`.
     Ack { link: Link, position: Position },
-    /// Learner → leader: client commands numbered from `first_sequence` (from 1 in each
-    /// link), so that a retransmission is taken once.
+    /// Learner → leader: commands of one lane numbered from `first_sequence` (from 1 in each
+    /// lane of each link), so that a retransmission is taken once.
     Forward {
         link: Link,
+        lane: Lane,
         first_sequence: u64,
         payloads: Vec<Bytes>,
     },
@@ -211,19 +263,22 @@ impl std::fmt::Display for Message {
             } => write!(
                 f,
                 "Propose {{ {link:?}, entries {}, commit {commit}, leader_durable \
-                 {leader_durable}, forwards taken {} received {} }}",
+                 {leader_durable}, forwards taken {} received {}, urgent taken {} received {} }}",
                 EntryRange(entries),
-                forwards.taken,
-                forwards.received
+                forwards.commands.taken,
+                forwards.commands.received,
+                forwards.urgent.taken,
+                forwards.urgent.received
             ),
             Message::Ack { link, position } => write!(f, "Ack {{ {link:?}, {position} }}"),
             Message::Forward {
                 link,
+                lane,
                 first_sequence,
                 payloads,
             } => write!(
                 f,
-                "Forward {{ {link:?}, first_sequence {first_sequence}, {} commands }}",
+                "Forward {{ {link:?}, {lane:?}, first_sequence {first_sequence}, {} commands }}",
                 payloads.len()
             ),
         }
@@ -369,8 +424,10 @@ impl Message {
                 put_entries(out, entries);
                 put_u64(out, *commit);
                 put_u64(out, *leader_durable);
-                put_u64(out, forwards.taken);
-                put_u64(out, forwards.received);
+                for lane in Lane::BY_PRIORITY {
+                    put_u64(out, forwards.get(lane).taken);
+                    put_u64(out, forwards.get(lane).received);
+                }
             }
             Message::Ack { link, position } => {
                 out.push(8);
@@ -379,11 +436,13 @@ impl Message {
             }
             Message::Forward {
                 link,
+                lane,
                 first_sequence,
                 payloads,
             } => {
                 out.push(9);
                 put_link(out, link);
+                out.push(lane.code());
                 put_u64(out, *first_sequence);
                 put_u64(out, payloads.len() as u64);
                 for payload in payloads {
@@ -465,10 +524,7 @@ impl Message {
                 entries: reader.entries()?,
                 commit: reader.u64()?,
                 leader_durable: reader.u64()?,
-                forwards: ForwardsHeard {
-                    taken: reader.u64()?,
-                    received: reader.u64()?,
-                },
+                forwards: reader.forwards_heard()?,
             },
             8 => Message::Ack {
                 link: reader.link()?,
@@ -476,6 +532,7 @@ impl Message {
             },
             9 => {
                 let link = reader.link()?;
+                let lane = reader.lane()?;
                 let first_sequence = reader.u64()?;
                 let count = reader.count(8)?;
                 let mut payloads = Vec::with_capacity(count);
@@ -484,6 +541,7 @@ impl Message {
                 }
                 Message::Forward {
                     link,
+                    lane,
                     first_sequence,
                     payloads,
                 }
@@ -653,6 +711,26 @@ impl Reader {
         })
     }
 
+    fn lane(&mut self) -> Result<Lane, DecodeError> {
+        match self.u8()? {
+            0 => Ok(Lane::Commands),
+            1 => Ok(Lane::Urgent),
+            other => Err(DecodeError::BadTag(other)),
+        }
+    }
+
+    /// In the order `encode` writes them: the lanes by priority.
+    fn forwards_heard(&mut self) -> Result<PerLane<ForwardsHeard>, DecodeError> {
+        let mut heard = PerLane::<ForwardsHeard>::default();
+        for lane in Lane::BY_PRIORITY {
+            *heard.get_mut(lane) = ForwardsHeard {
+                taken: self.u64()?,
+                received: self.u64()?,
+            };
+        }
+        Ok(heard)
+    }
+
     fn vote(&mut self) -> Result<Vote, DecodeError> {
         Ok(Vote {
             epoch: self.u64()?,
@@ -755,9 +833,15 @@ mod tests {
             ],
             commit: 9,
             leader_durable: 10,
-            forwards: ForwardsHeard {
-                taken: 4,
-                received: 6,
+            forwards: PerLane {
+                commands: ForwardsHeard {
+                    taken: 4,
+                    received: 6,
+                },
+                urgent: ForwardsHeard {
+                    taken: 1,
+                    received: 2,
+                },
             },
         };
         let parts = round_trip(&propose);
@@ -782,19 +866,22 @@ mod tests {
         let parts = round_trip(&new_leader);
         assert!(shares(&parts, &snapshot) && shares(&parts, &large));
 
-        let forward = Message::Forward {
-            link: link(),
-            first_sequence: 40,
-            payloads: vec![large.clone(), small.clone()],
-        };
-        assert!(shares(&round_trip(&forward), &large));
+        for lane in Lane::BY_PRIORITY {
+            let forward = Message::Forward {
+                link: link(),
+                lane,
+                first_sequence: 40,
+                payloads: vec![large.clone(), small.clone()],
+            };
+            assert!(shares(&round_trip(&forward), &large));
+        }
 
         let heartbeat = Message::Propose {
             link: link(),
             entries: Vec::new(),
             commit: 9,
             leader_durable: 9,
-            forwards: ForwardsHeard::default(),
+            forwards: PerLane::default(),
         };
         assert_eq!(round_trip(&heartbeat).len(), 1);
     }

@@ -5,7 +5,7 @@
 //! others even when room comes one entry at a time. A learner resends only the forwards the
 //! leader says it has not received, not those it holds, waits longer after each resend the
 //! leader does not receive, and takes new commands only within its room in bytes as well as
-//! in number.
+//! in number. Urgent commands, numbered apart, go ahead of every client command waiting.
 
 mod common;
 
@@ -14,7 +14,7 @@ use common::{
     broadcasting_follower, broadcasting_follower_with, broadcasting_leader_with, config, link,
     message, proposed, sent_to,
 };
-use zoolog_zab::{Action, ForwardsHeard, Input, Message, Zab};
+use zoolog_zab::{Action, ForwardsHeard, Input, Lane, Message, PerLane, Zab};
 
 /// Server 1 leads three voters and keeps at most two proposals uncommitted.
 fn leader_with_room_for_two() -> Zab {
@@ -28,10 +28,20 @@ fn forward(from_sequence: u64, commands: std::ops::RangeInclusive<u8>) -> Input 
 }
 
 fn forward_from(learner: u64, from_sequence: u64, commands: std::ops::RangeInclusive<u8>) -> Input {
+    forward_in(Lane::Commands, learner, from_sequence, commands)
+}
+
+fn forward_in(
+    lane: Lane,
+    learner: u64,
+    from_sequence: u64,
+    commands: std::ops::RangeInclusive<u8>,
+) -> Input {
     message(
         learner,
         Message::Forward {
             link: link(1),
+            lane,
             first_sequence: from_sequence,
             payloads: commands.map(|command| Bytes::from(vec![command])).collect(),
         },
@@ -60,7 +70,7 @@ fn forwards_beyond_the_room_in_flight_are_proposed_as_commits_make_room() {
     let taken: Vec<u64> = sent_to(&actions, 2)
         .iter()
         .filter_map(|message| match message {
-            Message::Propose { forwards, .. } => Some(forwards.taken),
+            Message::Propose { forwards, .. } => Some(forwards.commands.taken),
             _ => None,
         })
         .collect();
@@ -104,7 +114,13 @@ fn the_leaders_own_commands_take_turns_with_a_learners() {
     let own = (10..=12)
         .map(|command| Bytes::from(vec![command]))
         .collect();
-    let actions = zab.handle(Input::Append { payloads: own }, 11);
+    let actions = zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: own,
+        },
+        11,
+    );
     assert_eq!(proposed(&actions), Vec::<u8>::new(), "no room: it waits");
     // The learner's command 3 found no room first, so it goes first.
     assert_eq!(proposed(&commit_through(&mut zab, 2, 12)), vec![3, 10]);
@@ -121,7 +137,13 @@ fn when_room_comes_one_entry_at_a_time_every_queue_takes_its_turn() {
     let own = (10..=12)
         .map(|command| Bytes::from(vec![command]))
         .collect();
-    zab.handle(Input::Append { payloads: own }, 11);
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: own,
+        },
+        11,
+    );
     assert_eq!(
         proposed(&zab.handle(forward_from(3, 1, 20..=20), 11)),
         vec![]
@@ -145,7 +167,10 @@ fn heard(taken: u64, received: u64) -> Input {
             entries: Vec::new(),
             commit: 2,
             leader_durable: 3,
-            forwards: ForwardsHeard { taken, received },
+            forwards: PerLane {
+                commands: ForwardsHeard { taken, received },
+                urgent: ForwardsHeard::default(),
+            },
         },
     )
 }
@@ -171,7 +196,13 @@ fn forwarded(actions: &[Action]) -> Vec<u64> {
 fn resent_after_a_stall(leader_says: Input) -> Vec<u64> {
     let mut zab = broadcasting_follower(3);
     let commands = (1..=4).map(|command| Bytes::from(vec![command])).collect();
-    let actions = zab.handle(Input::Append { payloads: commands }, 10);
+    let actions = zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: commands,
+        },
+        10,
+    );
     assert_eq!(forwarded(&actions), vec![1, 2, 3, 4]);
     zab.handle(leader_says, 11);
     (12..=16)
@@ -198,7 +229,13 @@ fn a_learner_resends_only_the_forwards_the_leader_has_not_received() {
 fn a_learner_waits_twice_as_long_after_each_resend_the_leader_does_not_receive() {
     let mut zab = broadcasting_follower(3);
     let commands = (1..=4).map(|command| Bytes::from(vec![command])).collect();
-    zab.handle(Input::Append { payloads: commands }, 10);
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: commands,
+        },
+        10,
+    );
     let mut resent_ms = Vec::new();
     // The leader stays in touch (a heartbeat every millisecond) and never receives them.
     for now_ms in 11..=160 {
@@ -226,14 +263,93 @@ fn a_learner_takes_commands_within_its_byte_room_until_the_leader_takes_them() {
     config.in_flight_bytes_max = 10;
     let mut zab = broadcasting_follower_with(config);
     let mut commands = (1..=5).map(|command| Bytes::from(vec![command; 4]));
-    let taken = zab.append_capacity().fill(|| commands.next());
+    let taken = zab.append_capacity(Lane::Commands).fill(|| commands.next());
     assert_eq!(taken.len(), 3, "four bytes each: the third goes past ten");
-    zab.handle(Input::Append { payloads: taken }, 10);
-    assert!(zab.append_capacity().is_none());
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: taken,
+        },
+        10,
+    );
+    assert!(zab.append_capacity(Lane::Commands).is_none());
     zab.handle(heard(2, 3), 11);
     assert_eq!(
-        zab.append_capacity().bytes,
+        zab.append_capacity(Lane::Commands).bytes,
         6,
         "the one not taken still counts"
     );
+}
+
+#[test]
+fn an_urgent_forward_goes_ahead_of_the_client_commands_waiting() {
+    let mut zab = leader_with_room_for_two();
+    assert_eq!(proposed(&zab.handle(forward(1, 1..=5), 10)), vec![1, 2]);
+    let own = vec![Bytes::from(vec![10])];
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: own,
+        },
+        10,
+    );
+    // Numbered from 1 in its own lane, though the learner's commands are at 5.
+    let urgent = forward_in(Lane::Urgent, 2, 1, 50..=50);
+    assert_eq!(
+        proposed(&zab.handle(urgent, 11)),
+        Vec::<u8>::new(),
+        "no room yet"
+    );
+    let actions = commit_through(&mut zab, 2, 12);
+    assert_eq!(proposed(&actions), vec![50, 3]);
+    let heard: Vec<PerLane<ForwardsHeard>> = sent_to(&actions, 2)
+        .iter()
+        .filter_map(|message| match message {
+            Message::Propose { forwards, .. } => Some(*forwards),
+            _ => None,
+        })
+        .collect();
+    let last = heard.last().expect("a proposal went to learner 2");
+    assert_eq!((last.urgent.taken, last.commands.taken), (1, 3));
+    // A resend of the urgent command is not proposed again.
+    let again = forward_in(Lane::Urgent, 2, 1, 50..=50);
+    assert_eq!(proposed(&zab.handle(again, 13)), Vec::<u8>::new());
+    assert_eq!(proposed(&commit_through(&mut zab, 4, 14)), vec![10, 4]);
+}
+
+#[test]
+fn a_follower_forwards_urgent_commands_in_their_own_lane_when_the_client_lane_is_full() {
+    let mut config = config(1, 3);
+    config.forwards_in_flight_max = 2;
+    let mut zab = broadcasting_follower_with(config);
+    let commands = (1..=2).map(|command| Bytes::from(vec![command])).collect();
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads: commands,
+        },
+        10,
+    );
+    assert!(zab.append_capacity(Lane::Commands).is_none());
+    assert!(!zab.append_capacity(Lane::Urgent).is_none());
+    let urgent = vec![Bytes::from(vec![50])];
+    let actions = zab.handle(
+        Input::Append {
+            lane: Lane::Urgent,
+            payloads: urgent,
+        },
+        11,
+    );
+    let forwards: Vec<(Lane, u64)> = sent_to(&actions, 3)
+        .iter()
+        .filter_map(|message| match message {
+            Message::Forward {
+                lane,
+                first_sequence,
+                ..
+            } => Some((*lane, *first_sequence)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwards, vec![(Lane::Urgent, 1)]);
 }

@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use common::{ack, broadcasting_leader_with, config, link, message, proposed, sent_to};
-use zoolog_zab::{Action, Input, Message, Zab};
+use zoolog_zab::{Action, Input, Lane, Message, Zab};
 
 /// Server 1 leads three voters with ten bytes of room in flight (and as many for commands
 /// waiting for that room, from its own clients and from each learner).
@@ -24,7 +24,10 @@ fn append(commands: &[(u8, usize)]) -> Input {
         .iter()
         .map(|(command, bytes)| Bytes::from(vec![*command; *bytes]))
         .collect();
-    Input::Append { payloads }
+    Input::Append {
+        lane: Lane::Commands,
+        payloads,
+    }
 }
 
 /// Four-byte commands `commands`.
@@ -87,6 +90,7 @@ fn a_command_larger_than_the_room_goes_alone_and_is_not_passed_by_smaller_ones()
     assert_eq!(proposed(&actions), vec![1]);
     let forward = Message::Forward {
         link: link(1),
+        lane: Lane::Commands,
         first_sequence: 1,
         payloads: vec![Bytes::from(vec![3u8; 4])],
     };

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use common::{
     ack, broadcasting_follower, broadcasting_leader, config, follower_info, link, message,
 };
-use zoolog_zab::{Input, Zab};
+use zoolog_zab::{Input, Lane, Zab};
 
 /// Server 1 of three, leading epoch 1, whose follower 3 has come back on a new attempt
 /// (restarted) and is not synchronized yet.
@@ -58,6 +58,7 @@ fn leader_with_one_proposed() -> Zab {
     let command = Bytes::from_static(b"c");
     zab.handle(
         Input::Append {
+            lane: Lane::Commands,
             payloads: vec![command],
         },
         10,

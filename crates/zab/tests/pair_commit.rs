@@ -8,7 +8,7 @@ mod common;
 use common::{
     broadcasting_follower, broadcasting_leader_with, config, entry, link, message, propose, sent_to,
 };
-use zoolog_zab::{Action, Input, Message, Zab};
+use zoolog_zab::{Action, Input, Lane, Message, Zab};
 
 /// Entry 4 from the leader, which has made its log durable through 4 but committed only 2
 /// (it has not heard this follower's acknowledgements yet).
@@ -172,7 +172,13 @@ fn leader_commits_one(participants: u64, ackers: &[u64]) -> (Zab, Vec<Action>) {
     leader_config.heartbeat_ms = 100;
     let mut zab = broadcasting_leader_with(leader_config);
     let payloads = vec![bytes::Bytes::from_static(b"command")];
-    zab.handle(Input::Append { payloads }, 10);
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads,
+        },
+        10,
+    );
     zab.handle(
         Input::Logged {
             position: 1,
@@ -211,7 +217,13 @@ fn a_commit_the_followers_copies_make_alone_is_announced_to_neither() {
     // followers' acknowledgements commit entry 1, and each hears the other's.
     let mut zab = broadcasting_leader_with(config(1, 3));
     let payloads = vec![bytes::Bytes::from_static(b"command")];
-    zab.handle(Input::Append { payloads }, 10);
+    zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads,
+        },
+        10,
+    );
     zab.handle(message(2, ack_of_one()), 11);
     let actions = zab.handle(message(3, ack_of_one()), 11);
     assert_eq!(zab.committed_position(), 1);
@@ -265,7 +277,13 @@ fn a_commit_left_to_the_other_followers_word_is_announced_once_a_tick_has_passed
 fn a_proposal_that_carries_the_commit_leaves_nothing_owed() {
     let (mut zab, _) = leader_commits_one(3, &[2]);
     let payloads = vec![bytes::Bytes::from_static(b"next")];
-    let actions = zab.handle(Input::Append { payloads }, 13);
+    let actions = zab.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads,
+        },
+        13,
+    );
     assert_eq!(
         commits_sent_to(&actions, 3),
         vec![1],

@@ -6,7 +6,7 @@ use common::{
     broadcasting_follower, broadcasting_leader, config, entry, follower_info, link, message,
     sent_to, vote,
 };
-use zoolog_zab::{Action, Input, Message, PeerState, Recovered, Vote, Zab};
+use zoolog_zab::{Action, Input, Lane, Message, PeerState, Recovered, Vote, Zab};
 
 /// Seed 29: a server that had decided to follow (not yet established) answered a looking
 /// server's vote with a vote in its own, older round; the looking server answered that as a
@@ -235,6 +235,7 @@ fn a_forward_from_an_earlier_learner_attempt_is_not_proposed() {
     };
     let forward = |round| Message::Forward {
         link: link(round),
+        lane: Lane::Commands,
         first_sequence: 1,
         payloads: vec![bytes::Bytes::from_static(b"command")],
     };

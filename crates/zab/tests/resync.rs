@@ -8,7 +8,7 @@ use bytes::Bytes;
 use common::{
     broadcasting_leader, broadcasting_leader_with, config, follower_info, message, sent_to,
 };
-use zoolog_zab::{Attempt, Input, Link, Message, Zab};
+use zoolog_zab::{Attempt, Input, Lane, Link, Message, Zab};
 
 const HEARTBEAT_MS: u64 = 2;
 /// The leader drops a learner it has not heard from for this long (ten ticks of 10 ms).
@@ -92,6 +92,7 @@ fn a_large_sync_is_given_a_heartbeat_per_32_mib_before_it_is_resent() {
     let value = Bytes::from(vec![7u8; 48 << 20]);
     let appended = leader.handle(
         Input::Append {
+            lane: Lane::Commands,
             payloads: vec![value.clone(), value],
         },
         5,

@@ -6,7 +6,7 @@ mod common;
 
 use bytes::Bytes;
 use common::{broadcasting_leader, follower_info, link, message, sent_to};
-use zoolog_zab::{Action, Attempt, Input, Link, Message, Zab};
+use zoolog_zab::{Action, Attempt, Input, Lane, Link, Message, Zab};
 
 /// Leader 1 of five, with entries 1..=3 committed and only a snapshot at 3 left of them.
 fn leader_holding_only_a_snapshot() -> Zab {
@@ -16,7 +16,13 @@ fn leader_holding_only_a_snapshot() -> Zab {
         Bytes::from_static(b"b"),
         Bytes::from_static(b"c"),
     ];
-    leader.handle(Input::Append { payloads }, 5);
+    leader.handle(
+        Input::Append {
+            lane: Lane::Commands,
+            payloads,
+        },
+        5,
+    );
     leader.handle(
         Input::Logged {
             position: 3,

@@ -24,7 +24,7 @@ use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
 use zoolog_server::ServerConfig;
 use zoolog_tree::{DataTree, TreeConfig};
-use zoolog_zab::Input;
+use zoolog_zab::{Input, Lane};
 
 use super::{fnv, Event, Phase, World};
 use crate::node::{Front, SimLayer};
@@ -536,12 +536,17 @@ impl World {
                 }
                 return Ok(());
             }
-            let payloads = zab.append_capacity().fill(|| front.layer.pop_front());
-            if payloads.is_empty() {
+            let taken = Lane::BY_PRIORITY.into_iter().find_map(|lane| {
+                let payloads = zab
+                    .append_capacity(lane)
+                    .fill(|| front.layer.pop_front(lane));
+                (!payloads.is_empty()).then_some((lane, payloads))
+            });
+            let Some((lane, payloads)) = taken else {
                 return Ok(());
-            }
+            };
             self.pumping = false;
-            let result = self.feed(idx, Input::Append { payloads });
+            let result = self.feed(idx, Input::Append { lane, payloads });
             self.pumping = true;
             result?;
         }

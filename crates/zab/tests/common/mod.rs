@@ -81,7 +81,7 @@ pub fn propose(entries: Vec<zoolog_zab::Entry>, commit: u64, leader_durable: u64
         entries,
         commit,
         leader_durable,
-        forwards: zoolog_zab::ForwardsHeard::default(),
+        forwards: zoolog_zab::PerLane::default(),
     }
 }
 
