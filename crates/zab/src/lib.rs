@@ -171,7 +171,8 @@ pub struct Config {
     pub in_flight_bytes_max: u64,
     /// Commands a follower has forwarded that the leader has not yet confirmed; also how
     /// many commands the leader holds, for each learner and for its own clients, while it has
-    /// no room to propose them. [`Zab::append_capacity`] is zero when it is reached.
+    /// no room to propose them. Each lane has this bound of its own: [`Zab::append_capacity`]
+    /// of a lane is zero when it is reached there.
     pub forwards_in_flight_max: u64,
     /// The most entries one `Propose` or `Forward` message carries. A `NewLeader` carries
     /// at least the leader's whole history as of its establishment (the learner records the

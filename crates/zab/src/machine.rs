@@ -299,7 +299,8 @@ struct Leader {
     /// it or of a later one (see [`Zab::tell_owed_commit`]).
     committed_at_tick: Position,
     /// This server's own commands, in each lane, held while the proposals in flight leave no
-    /// room for them; they take their turn with each learner's waiting forwards.
+    /// room for them: the urgent ones go first, the others take their turn with each
+    /// learner's waiting forwards.
     own_waiting: PerLane<CommandQueue>,
     /// Whose waiting commands [`Zab::propose_waiting`] takes first: 0 for `own_waiting`, i for
     /// the i-th learner in `peers` (taken modulo their number, which may change).
