@@ -1414,6 +1414,12 @@ impl World {
         body: &[u8],
     ) -> Result<String, String> {
         let client_id = self.zk().clients[c].id;
+        if zxid <= 0 {
+            return Err(format!(
+                "create: client {client_id}'s create of {} succeeded at zxid {zxid}",
+                pending.path
+            ));
+        }
         let path = CreateResponse::read_from(&mut Reader::new(body))
             .map_err(|e| format!("create reply: {e}"))?
             .path;
