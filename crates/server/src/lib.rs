@@ -29,17 +29,18 @@
 //!   a session's timeout from the reported contact. Reports go to the ordering layer ahead of
 //!   the client commands waiting there (`append_urgent`), and through Zab in a lane of their
 //!   own that the leader proposes before any client command waiting (a learner's forwards
-//!   included), so that a backlog of writes cannot hold them back past the timeout they guard. A server's next report of a session waits a
-//!   third of the timeout from its last one, whether ordered yet or not (reports slower to
-//!   order than to make would otherwise queue behind each other, the freshest last), and a
-//!   server reports what it heard before it left the quorum once it is back. Only the leader
-//!   (or a standalone server) appends expiries, and each is conditional: `Expire { unless_touched_after: P }`
-//!   where P is the session's last sign of life the leader has applied. Any sign of life ordered
-//!   between P and the expiry cancels it on every replica alike, so a session whose client keeps
-//!   talking to *any* server that reaches the quorum is never expired, two leaders racing (an
-//!   old one not yet deposed) can only cancel expiries, and an expiry that does apply removes the
-//!   session's ephemerals on every server at the same log position. A new leader gives every
-//!   session a full timeout, as ZooKeeper does.
+//!   included), so that a backlog of writes cannot hold them back past the timeout they guard
+//!   (only what is already proposed commits before them). A server's next report of a session
+//!   waits a third of the timeout from its last one, whether ordered yet or not (reports slower
+//!   to order than to make would otherwise queue behind each other, the freshest last), and a
+//!   server reports what it heard before it left the quorum once it is back. Only the leader (or
+//!   a standalone server) appends expiries, and each is conditional:
+//!   `Expire { unless_touched_after: P }` where P is the session's last sign of life the leader
+//!   has applied. Any sign of life ordered between P and the expiry cancels it on every replica
+//!   alike, so a session whose client keeps talking to *any* server that reaches the quorum is
+//!   never expired, two leaders racing (an old one not yet deposed) can only cancel expiries, and
+//!   an expiry that does apply removes the session's ephemerals on every server at the same log
+//!   position. A new leader gives every session a full timeout, as ZooKeeper does.
 //! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
 //!   its writable clients' connections (their pending requests may or may not commit, which is
 //!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps

@@ -392,7 +392,7 @@ impl World {
             watches_set: zk.map_or(0, |c| c.watches_set),
             watches_fired: zk.map_or(0, |c| c.watches_fired),
             read_only_sessions: zk.map_or(0, |c| c.read_only_sessions),
-            writes_refused: zk.map_or(0, |c| c.writes_refused),
+            writes_refused: zk.map_or(0, |c| c.refused.len() as u64),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),
             observers: self.nodes.iter().filter(|n| n.observer).count(),
             benign: self.benign,

@@ -99,7 +99,6 @@ pub struct ZkChecker {
     pub watches_set: u64,
     pub watches_fired: u64,
     pub read_only_sessions: u64,
-    pub writes_refused: u64,
     /// Writes refused with NOTREADONLY, as (session, cxid): never ordered.
     pub refused: BTreeSet<(i64, i32)>,
 }
@@ -126,7 +125,6 @@ impl ZkChecker {
             watches_set: 0,
             watches_fired: 0,
             read_only_sessions: 0,
-            writes_refused: 0,
             refused: BTreeSet::new(),
         }
     }

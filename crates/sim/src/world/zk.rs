@@ -1070,12 +1070,14 @@ impl World {
                     client.id
                 ));
             }
-            let session = self.zk().clients[c].session.clone().expect("checked above");
-            let id = session.id;
+            let session = self.zk().clients[c].session.as_ref();
+            let (id, close_sent) = session
+                .map(|s| (s.id, s.close_sent))
+                .expect("checked above");
             self.log(None, || {
                 format!("client {client_id}: session {id:#x} expired")
             });
-            if !session.close_sent && !self.zk().checker.ended_in_log.contains_key(&id) {
+            if !close_sent && !self.zk().checker.ended_in_log.contains_key(&id) {
                 return Err(format!(
                     "expiry: client {client_id} was told its session {id:#x} expired, which the \
                      log has not ended"
@@ -1465,10 +1467,8 @@ impl World {
                 }
             ));
         }
-        let session = client
-            .session
-            .clone()
-            .expect("a connection carries a session");
+        let session = client.session.as_ref();
+        let (session_id, local) = session.map(|s| (s.id, s.local)).expect("connected");
         match pending.kind {
             Kind::Sync => {
                 if let Some(next) = client.pending.front_mut() {
@@ -1477,16 +1477,14 @@ impl World {
             }
             // A local session dies with its server's memory of it; a logged one can only be
             // closed through the log, from another server.
-            Kind::Close if session.local => {
+            Kind::Close if local => {
                 self.session_ended(c, false);
                 self.client_disconnect(c, true);
             }
             Kind::Close => self.client_disconnect(c, true),
             _ => {}
         }
-        let checker = &mut self.zk().checker;
-        checker.writes_refused += 1;
-        checker.refused.insert((session.id, pending.xid));
+        self.zk().checker.refused.insert((session_id, pending.xid));
         Ok(())
     }
 
