@@ -21,6 +21,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NotReadOnlyCallError
 from kazoo.retry import KazooRetry
 
+import zkwire
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
 from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter  # noqa: E402
 
@@ -255,6 +257,14 @@ def test_a_server_cut_off_from_the_quorum_serves_read_only_sessions_and_rejoins(
                 strict.start(timeout=3)
             strict.stop()
             strict.close()
+            # A session the cut-off server made itself closes there, without a quorum.
+            raw = zkwire.Connection.open(ens.hosts(cut), read_only=True)
+            try:
+                assert raw.handshake.read_only
+                assert raw.call(zkwire.CLOSE_SESSION).err == zkwire.OK
+                assert raw.is_closed_by_peer()
+            finally:
+                raw.close_socket()
         finally:
             reader.stop()
             reader.close()

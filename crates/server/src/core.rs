@@ -996,7 +996,7 @@ impl Core {
         let mut gone: Vec<(i64, Option<ConnectionId>)> = self
             .sessions
             .iter()
-            .filter(|(id, s)| s.deadline_ms <= now_ms && self.tree.session(**id).is_none())
+            .filter(|(id, s)| s.deadline_ms <= now_ms && self.is_local(**id))
             .map(|(id, s)| (*id, s.connection))
             .collect();
         gone.sort_unstable();
@@ -1080,6 +1080,9 @@ impl Core {
                 self.record_latency(OpCode::Ping, RequestPath::Read, latency_us);
             }
             Request::Check(_) => self.unimplemented(connection, xid),
+            Request::CloseSession if read_only && self.is_local(session_id) => {
+                self.close_local_session(connection, xid, session_id)
+            }
             request if read_only && self.is_logged(&request) => {
                 self.queue_error(connection, xid, ErrorCode::NotReadOnly, false)
             }
@@ -1118,6 +1121,23 @@ impl Core {
     /// what makes a read after it see every write committed before it, even across a
     /// change of leader (ZooKeeper's sync has no such guarantee: ZOOKEEPER-1675). Reconfig is
     /// answered at the front end.
+    /// A session made by this server while cut off from its quorum: the log never held it.
+    fn is_local(&self, session_id: i64) -> bool {
+        self.tree.session(session_id).is_none()
+    }
+
+    /// Only this server's memory holds a local session, so closing it needs no log entry:
+    /// the reply comes in request order and the connection closes, as after a logged close.
+    fn close_local_session(&mut self, connection: ConnectionId, xid: i32, session_id: i64) {
+        self.sessions.remove(&session_id);
+        let zxid = self.tree.last_applied_zxid();
+        self.queue_ready(
+            connection,
+            reply_frame(xid, zxid, Ok(&Response::Empty)),
+            true,
+        );
+    }
+
     fn is_logged(&self, request: &Request) -> bool {
         match request {
             Request::Reconfig(_) => false,
@@ -2039,6 +2059,47 @@ mod tests {
             (response.session_id, response.read_only),
             (session_id, Some(true))
         );
+    }
+
+    /// Sends closeSession on `connection`; the reply's error code, and whether the
+    /// connection was closed.
+    fn close_session(core: &mut Core, connection: ConnectionId) -> (i32, bool) {
+        let close = Input::Request {
+            connection,
+            xid: 5,
+            request: Request::CloseSession,
+            frame_bytes: 12,
+        };
+        let (mut err, mut closed) = (None, false);
+        for output in core.handle(close, at_ms(2_100)) {
+            match output {
+                Output::Write { bytes, .. } => {
+                    let reply = &bytes[FRAME_PREFIX_BYTES..];
+                    err = Some(i32::from_be_bytes(reply[12..16].try_into().unwrap()));
+                }
+                Output::Close { .. } => closed = true,
+                _ => {}
+            }
+        }
+        (err.expect("a reply"), closed)
+    }
+
+    #[test]
+    fn a_cut_off_server_closes_its_own_sessions_but_refuses_to_close_a_logged_one() {
+        let (mut core, layer) = follower_with_a_session(true);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        let (accepted, written) = connect_read_only(&mut core, 2, 0, vec![0; 16]);
+        assert_eq!(accepted, Some(true));
+        let local = ConnectResponse::decode(&written[FRAME_PREFIX_BYTES..]).unwrap();
+        assert_eq!(close_session(&mut core, 2), (0, true));
+        assert!(!core.sessions.contains_key(&local.session_id));
+
+        let password = core.tree.session(1).unwrap().password.clone();
+        assert_eq!(connect_read_only(&mut core, 3, 1, password).0, Some(true));
+        let refused = (ErrorCode::NotReadOnly.code(), false);
+        assert_eq!(close_session(&mut core, 3), refused);
+        assert!(core.sessions.contains_key(&1));
+        assert!(layer.queued.lock().unwrap().is_empty(), "nothing logged");
     }
 
     #[test]

@@ -44,7 +44,8 @@
 //! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
 //!   its writable clients' connections (their pending requests may or may not commit, which is
 //!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps
-//!   accepting read-only sessions, which live only in its memory and end when it rejoins. A
+//!   accepting read-only sessions, which live only in its memory and end when it rejoins
+//!   or their client closes them (the one write it answers without the log). A
 //!   client resuming a session there keeps it if this server holds it; one it does not hold
 //!   is called expired only if this server applied its creation (a session id carries the
 //!   zxid that created it), otherwise the client is turned away to try another server: behind

@@ -1255,7 +1255,7 @@ impl World {
         if err == ErrorCode::NotReadOnly.code()
             || (client.read_only_link && pending.kind.is_write())
         {
-            return self.write_refused(c, &pending, err);
+            return self.read_only_write_answered(c, &pending, header.zxid, err);
         }
         if pending.kind.is_write() && header.zxid > 0 {
             if header.zxid <= client.last_write_zxid {
@@ -1274,20 +1274,7 @@ impl World {
         }
         let client = &mut self.zk().clients[c];
         match pending.kind {
-            Kind::Close if err == 0 => {
-                self.log(None, || {
-                    format!(
-                        "client {client_id}: session {session_id:#x} closed at {}",
-                        header.zxid
-                    )
-                });
-                self.session_ended(c, false);
-                let conn = self.zk().clients[c].conn();
-                self.zk().clients[c].link = Link::None;
-                if let Some(conn) = conn {
-                    self.send_to_server(conn, None);
-                }
-            }
+            Kind::Close if err == 0 => self.session_closed(c, header.zxid),
             Kind::Close => {
                 // SessionMoved or throttled: try again later, from a fresh connection.
                 client.closing = false;
@@ -1449,12 +1436,40 @@ impl World {
         Ok(path)
     }
 
+    /// The client's session ended with the reply to its close, and the connection with it.
+    fn session_closed(&mut self, c: usize, zxid: i64) {
+        let client = &self.zk().clients[c];
+        let (client_id, conn) = (client.id, client.conn());
+        let session_id = client.session.as_ref().map_or(0, |s| s.id);
+        self.log(None, || {
+            format!("client {client_id}: session {session_id:#x} closed at {zxid}")
+        });
+        self.session_ended(c, false);
+        self.zk().clients[c].link = Link::None;
+        if let Some(conn) = conn {
+            self.send_to_server(conn, None);
+        }
+    }
+
     /// A write on a read-only session's connection is refused with NOTREADONLY, and never
-    /// ordered (checked at the end); nothing else is refused so.
-    fn write_refused(&mut self, c: usize, pending: &Pending, err: i32) -> Result<(), String> {
+    /// ordered (checked at the end); nothing else is refused so. Only the close of a local
+    /// session succeeds there: it lives in that server's memory alone.
+    fn read_only_write_answered(
+        &mut self,
+        c: usize,
+        pending: &Pending,
+        zxid: i64,
+        err: i32,
+    ) -> Result<(), String> {
         let client = &mut self.zk().clients[c];
-        let refused = err == ErrorCode::NotReadOnly.code();
-        if !(refused && client.read_only_link && pending.kind.is_write()) {
+        let local = client.session.as_ref().is_some_and(|s| s.local);
+        let local_close = pending.kind == Kind::Close && local && client.read_only_link;
+        let expected = if local_close {
+            0
+        } else {
+            ErrorCode::NotReadOnly.code()
+        };
+        if !(err == expected && client.read_only_link && pending.kind.is_write()) {
             return Err(format!(
                 "read-only: client {} got error {err} for {:?} xid {} on a{} connection",
                 client.id,
@@ -1467,20 +1482,18 @@ impl World {
                 }
             ));
         }
-        let session = client.session.as_ref();
-        let (session_id, local) = session.map(|s| (s.id, s.local)).expect("connected");
+        if local_close {
+            self.session_closed(c, zxid);
+            return Ok(());
+        }
+        let session_id = client.session.as_ref().map(|s| s.id).expect("connected");
         match pending.kind {
             Kind::Sync => {
                 if let Some(next) = client.pending.front_mut() {
                     next.watermark = None;
                 }
             }
-            // A local session dies with its server's memory of it; a logged one can only be
-            // closed through the log, from another server.
-            Kind::Close if local => {
-                self.session_ended(c, false);
-                self.client_disconnect(c, true);
-            }
+            // A logged session can only be closed through the log, from another server.
             Kind::Close => self.client_disconnect(c, true),
             _ => {}
         }
