@@ -5,6 +5,8 @@
 //!   (which session and cxid wrote it) and what the watched znodes held at every position.
 //! - No lost acknowledgement: a write reply carrying zxid z is the entry at z of the common
 //!   sequence, written by that session with that xid.
+//! - A write answered at zxid z fails with SESSIONEXPIRED or SESSIONMOVED exactly when the
+//!   session check fails there (its session had ended, or another connection held it).
 //! - FIFO per session: replies come in request order, the zxids of a session's acknowledged
 //!   writes increase in issue order, and no reply's zxid goes back.
 //! - Reads: a getData or exists answered at zxid z returns exactly the znode of the common
@@ -21,6 +23,9 @@
 //! - getChildren of the root answers exactly the common state's children at its zxid.
 //! - A create answers the path that the common sequence's entry at its zxid added: the one
 //!   asked for, or for a sequential node that path and ten digits.
+//! - A multi (in `world::zk::multi`) took effect whole at its zxid, each op's result matching
+//!   the common state after it, or it changed nothing there and its results name the first
+//!   op that fails on the state before (0 for the ops before it, −2 after).
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Read-only mode (in `world::zk`, half the seeds enable it): a read-only session only for a
@@ -37,6 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use zoolog_proto::ErrorCode;
 use zoolog_tree::{Command, CommandOp, DataTree, TreeConfig};
 
 /// What a watched znode holds.
@@ -101,6 +107,12 @@ pub struct ZkChecker {
     pub read_only_sessions: u64,
     /// Writes refused with NOTREADONLY, as (session, cxid): never ordered.
     pub refused: BTreeSet<(i64, i32)>,
+    /// Positions of the client writes that fail the session check: their session had ended
+    /// (SESSIONEXPIRED) or was held by another connection (SESSIONMOVED).
+    pub session_check_failures: BTreeMap<i64, ErrorCode>,
+    /// Multis answered: done whole, or failed whole.
+    pub multis_applied: u64,
+    pub multis_failed: u64,
 }
 
 impl ZkChecker {
@@ -126,6 +138,9 @@ impl ZkChecker {
             watches_fired: 0,
             read_only_sessions: 0,
             refused: BTreeSet::new(),
+            session_check_failures: BTreeMap::new(),
+            multis_applied: 0,
+            multis_failed: 0,
         }
     }
 
@@ -162,6 +177,16 @@ impl ZkChecker {
             _ => None,
         };
         let timeout_ms = self.tree.session(command.session_id).map(|s| s.timeout_ms);
+        if let CommandOp::Write { .. } = command.op {
+            let failure = match self.tree.session(command.session_id) {
+                None => Some(ErrorCode::SessionExpired),
+                Some(session) if session.owner != command.owner => Some(ErrorCode::SessionMoved),
+                Some(_) => None,
+            };
+            if let Some(code) = failure {
+                self.session_check_failures.insert(position as i64, code);
+            }
+        }
         self.tree.apply(position as i64, &command);
         let mut expiry = None;
         if let (Some(end), Some(timeout_ms)) = (end, timeout_ms) {
@@ -240,6 +265,26 @@ impl ZkChecker {
         let index = history.partition_point(|(p, _)| *p <= zxid);
         let (position, after) = history.get(index)?;
         Some((*position, history[index - 1].1.as_ref(), after.as_ref()))
+    }
+
+    /// The session check of the client write at `zxid`: the error it fails with, if any.
+    pub fn session_check_at(&self, zxid: i64) -> Option<ErrorCode> {
+        self.session_check_failures.get(&zxid).copied()
+    }
+
+    /// A write answered with `err` at `zxid`: SESSIONEXPIRED or SESSIONMOVED exactly when
+    /// its session check fails there, with that error.
+    pub fn check_session_answer(&self, xid: i32, zxid: i64, err: i32) -> Result<(), String> {
+        let failure = self.session_check_at(zxid).map(ErrorCode::code);
+        let session_error =
+            err == ErrorCode::SessionExpired.code() || err == ErrorCode::SessionMoved.code();
+        if (failure.is_some() || session_error) && failure != Some(err) {
+            return Err(format!(
+                "sessions: write xid {xid} was answered with error {err} at zxid {zxid}, where \
+                 the session check gives {failure:?}"
+            ));
+        }
+        Ok(())
     }
 
     /// A client received a write reply at `zxid` for its request (session, xid).

@@ -3,7 +3,8 @@
 //! simulated connections (in-order byte streams, one frame per write, that break when either
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
-//! getChildren, make and delete ephemerals (every other one sequential), ping, close their
+//! getChildren, make and delete ephemerals (every other one sequential), send multis (in half
+//! the seeds, see [`multi`]), ping, close their
 //! sessions, and on a lost connection reconnect to another server with the same session and
 //! their lastZxidSeen, and hand it their watches with SetWatches, as real clients do. Some
 //! ask for read-only sessions, which a server cut off from its quorum grants in half the
@@ -31,6 +32,9 @@ use crate::node::{Front, SimLayer};
 use crate::rng::Rng;
 use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 
+mod multi;
+use multi::{MultiOp, MULTI_STREAM};
+
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
 const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
@@ -51,6 +55,8 @@ pub(crate) struct ZkState {
     /// For each session and server, the frames that server has been hearing from the
     /// session's client on its current connection without a long gap.
     streaks: BTreeMap<(i64, usize), Streak>,
+    /// The multi stream, in the seeds whose clients send multis.
+    multi_rng: Option<Rng>,
 }
 
 /// Frames one server heard from a client on one connection, each within half the session's
@@ -90,13 +96,20 @@ enum Kind {
     Delete,
     Sync,
     Close,
+    /// Its ops are the pending request's.
+    Multi,
 }
 
 impl Kind {
     fn is_write(self) -> bool {
         matches!(
             self,
-            Kind::Create { .. } | Kind::SetData | Kind::Delete | Kind::Sync | Kind::Close
+            Kind::Create { .. }
+                | Kind::SetData
+                | Kind::Delete
+                | Kind::Sync
+                | Kind::Close
+                | Kind::Multi
         )
     }
 }
@@ -111,6 +124,8 @@ struct Pending {
     watermark: Option<i64>,
     /// A read that leaves a watch.
     watch: bool,
+    /// A multi's ops (none for any other request).
+    ops: Vec<MultiOp>,
 }
 
 /// A one-shot watch the client holds on a path: left by a read answered at `zxid` (or
@@ -224,6 +239,17 @@ impl ZkClient {
     }
 }
 
+/// Anyone may do anything: the simulated clients share every znode.
+fn open_acl() -> Vec<zoolog_proto::Acl> {
+    vec![zoolog_proto::Acl {
+        perms: zoolog_proto::codes::perms::ALL,
+        id: zoolog_proto::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }]
+}
+
 fn tree_config() -> TreeConfig {
     // As the shell configures an ensemble member's tree: session ids carry no server id.
     TreeConfig {
@@ -237,6 +263,8 @@ impl ZkState {
         // Drawn from a stream of their own: adding read-only mode changed no other choice.
         let mut read_only_rng = rng.fork(READ_ONLY_STREAM);
         let read_only_mode_enabled = read_only_rng.chance(0.5);
+        let mut multi_rng = rng.fork(MULTI_STREAM);
+        let multi_rng = multi_rng.chance(0.5).then_some(multi_rng);
         let members: BTreeMap<u64, PeerConfig> = nodes
             .iter()
             .map(|(id, observer)| {
@@ -317,6 +345,7 @@ impl ZkState {
             append_queue_max: *rng.pick(&[4, 64, 16_384]).unwrap(),
             post_heal_acked: 0,
             streaks: BTreeMap::new(),
+            multi_rng,
         }
     }
 }
@@ -841,6 +870,12 @@ impl World {
             }
             return Ok(());
         }
+        if let Some(rng) = &mut self.zk().multi_rng {
+            if rng.chance(0.1) {
+                self.issue_multi(c);
+                return Ok(());
+            }
+        }
         let roll = self.rng.below(100);
         let seen = self.zk().clients[c].seen_version.get(&path).copied();
         let version = if self.rng.chance(0.5) {
@@ -965,9 +1000,8 @@ impl World {
         let now = self.now;
         let watch = matches!(kind, Kind::GetData | Kind::Exists | Kind::GetChildren)
             && self.rng.chance(0.3);
+        let xid = self.next_xid(c);
         let client = &mut self.zk().clients[c];
-        let xid = client.next_xid;
-        client.next_xid += 1;
         client.values += 1;
         let value = format!("c{}v{}", client.id, client.values).into_bytes();
         let request = match kind {
@@ -977,13 +1011,7 @@ impl World {
             } => Request::Create(CreateRequest {
                 path: path.clone(),
                 data: Some(value),
-                acl: Some(vec![zoolog_proto::Acl {
-                    perms: zoolog_proto::codes::perms::ALL,
-                    id: zoolog_proto::Id {
-                        scheme: "world".into(),
-                        id: "anyone".into(),
-                    },
-                }]),
+                acl: Some(open_acl()),
                 flags: i32::from(ephemeral) | i32::from(sequential) << 1,
             }),
             Kind::SetData => Request::SetData(SetDataRequest {
@@ -1015,16 +1043,31 @@ impl World {
                 }
                 Request::CloseSession
             }
+            Kind::Multi => unreachable!("a multi's ops come from issue_multi"),
         };
-        client.pending.push_back(Pending {
+        let pending = Pending {
             xid,
             kind,
             path,
             issued_us: now,
             watermark,
             watch,
-        });
-        self.client_send(c, request.encode(xid));
+            ops: Vec::new(),
+        };
+        self.send_request(c, pending, &request);
+    }
+
+    fn next_xid(&mut self, c: usize) -> i32 {
+        let client = &mut self.zk().clients[c];
+        client.next_xid += 1;
+        client.next_xid - 1
+    }
+
+    /// Sends `request` and waits for its reply in order.
+    fn send_request(&mut self, c: usize, pending: Pending, request: &Request) {
+        let frame = request.encode(pending.xid);
+        self.zk().clients[c].pending.push_back(pending);
+        self.client_send(c, frame);
     }
 
     pub(super) fn zk_to_client(&mut self, conn: u64, frame: Option<Vec<u8>>) -> Result<(), String> {
@@ -1247,6 +1290,13 @@ impl World {
             ));
         }
         let err = header.err;
+        // A multi fails its session check inside its results, a close in its own way.
+        let single = pending.kind.is_write() && !matches!(pending.kind, Kind::Multi | Kind::Close);
+        if single && header.zxid > 0 {
+            let checker = &self.zk().checker;
+            checker.check_session_answer(header.xid, header.zxid, err)?;
+        }
+        let client = &mut self.zk().clients[c];
         if err == ErrorCode::SessionExpired.code() {
             // The session is gone here: reconnecting tells the client for sure.
             self.client_disconnect(c, true);
@@ -1296,6 +1346,7 @@ impl World {
                 }
             }
             Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
+            Kind::Multi if err == 0 => self.check_multi(c, &pending, header.zxid, body)?,
             Kind::SetData if err == 0 => {
                 let stat = Stat::read_from(&mut Reader::new(body))
                     .map_err(|e| format!("setData reply: {e}"))?;
