@@ -128,8 +128,8 @@ pub struct Report {
     pub trace_hash: u64,
     /// Core mode: write replies checked against the common sequence, reads checked against
     /// the common state (of which after a sync), sessions created and seen expired, watches
-    /// left and seen fire, read-only sessions taken and their writes refused, multis that
-    /// took effect whole and that failed whole.
+    /// left and seen fire (of which events of persistent watches), read-only sessions taken
+    /// and their writes refused, multis that took effect whole and that failed whole.
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -139,6 +139,7 @@ pub struct Report {
     pub watches_fired: u64,
     pub read_only_sessions: u64,
     pub writes_refused: u64,
+    pub persistent_events: u64,
     pub multis_applied: u64,
     pub multis_failed: u64,
 }

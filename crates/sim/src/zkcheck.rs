@@ -20,6 +20,11 @@
 //!   events the node's state owes (a data watch on a node gone or modified after the relative
 //!   zxid, a creation watch on a node that exists, a children watch on a node whose children
 //!   changed after it).
+//! - Persistent watches (in `world::zk::persistent`): while a connection holds one, its
+//!   client gets one event for each change the watch covers (a watched znode's, the root's
+//!   children, or every znode's for a recursive watch on the root), in order, before any
+//!   reply showing a state after the change, and no other event; after a reconnect, from the
+//!   zxid at which the server answered SetWatches2.
 //! - getChildren of the root answers exactly the common state's children at its zxid.
 //! - A create answers the path that the common sequence's entry at its zxid added: the one
 //!   asked for, or for a sequential node that path and ten digits.
@@ -110,6 +115,8 @@ pub struct ZkChecker {
     /// Positions of the client writes that fail the session check: their session had ended
     /// (SESSIONEXPIRED) or was held by another connection (SESSIONMOVED).
     pub session_check_failures: BTreeMap<i64, ErrorCode>,
+    /// Events of persistent watches (also counted in `watches_fired`).
+    pub persistent_events: u64,
     /// Multis answered: done whole, or failed whole.
     pub multis_applied: u64,
     pub multis_failed: u64,
@@ -139,6 +146,7 @@ impl ZkChecker {
             read_only_sessions: 0,
             refused: BTreeSet::new(),
             session_check_failures: BTreeMap::new(),
+            persistent_events: 0,
             multis_applied: 0,
             multis_failed: 0,
         }

@@ -4,7 +4,8 @@
 //! end closes or the server crashes). Clients create sessions, create/setData/getData/exists/
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
 //! getChildren, make and delete ephemerals (every other one sequential), send multis (in half
-//! the seeds, see [`multi`]), ping, close their
+//! the seeds, see [`multi`]), keep persistent watches (in half the seeds, see
+//! [`persistent`]), ping, close their
 //! sessions, and on a lost connection reconnect to another server with the same session and
 //! their lastZxidSeen, and hand it their watches with SetWatches, as real clients do. Some
 //! ask for read-only sessions, which a server cut off from its quorum grants in half the
@@ -19,7 +20,8 @@ use zoolog_proto::codes::EventType;
 use zoolog_proto::{
     ConnectRequest, ConnectResponse, CreateRequest, CreateResponse, DeleteRequest, ErrorCode,
     GetChildrenResponse, GetDataResponse, Jute, PathRequest, PathWatchRequest, Reader, ReplyHeader,
-    Request, RequestHeader, SetDataRequest, SetWatches, Stat, WatcherEvent, FRAME_PREFIX_BYTES,
+    Request, RequestHeader, SetDataRequest, SetWatches, SetWatches2, Stat, WatcherEvent,
+    FRAME_PREFIX_BYTES,
 };
 use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
@@ -33,7 +35,9 @@ use crate::rng::Rng;
 use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 
 mod multi;
+mod persistent;
 use multi::{MultiOp, MULTI_STREAM};
+use persistent::{PersistentWatch, PERSISTENT_STREAM};
 
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
@@ -98,6 +102,8 @@ enum Kind {
     Close,
     /// Its ops are the pending request's.
     Multi,
+    /// Of the client's persistent watch.
+    AddWatch,
 }
 
 impl Kind {
@@ -219,6 +225,8 @@ pub(crate) struct ZkClient {
     watches: BTreeMap<String, Watch>,
     /// A SetWatches is outstanding, sent at this relative zxid.
     setting_watches: Option<i64>,
+    /// The one persistent watch the client keeps, if any (then it leaves no one-shot ones).
+    persistent: Option<PersistentWatch>,
 }
 
 impl ZkClient {
@@ -265,6 +273,8 @@ impl ZkState {
         let read_only_mode_enabled = read_only_rng.chance(0.5);
         let mut multi_rng = rng.fork(MULTI_STREAM);
         let multi_rng = multi_rng.chance(0.5).then_some(multi_rng);
+        let mut persistent_rng = rng.fork(PERSISTENT_STREAM);
+        let persistent_watches = persistent_rng.chance(0.5);
         let members: BTreeMap<u64, PeerConfig> = nodes
             .iter()
             .map(|(id, observer)| {
@@ -331,6 +341,10 @@ impl ZkState {
                 ephemerals: Vec::new(),
                 watches: BTreeMap::new(),
                 setting_watches: None,
+                persistent: match persistent_watches {
+                    true => PersistentWatch::draw(&mut persistent_rng),
+                    false => None,
+                },
             })
             .collect();
         let core_tick = (tick_ms * 1000 / 4).max(1000);
@@ -778,6 +792,9 @@ impl World {
         client.link = Link::None;
         client.pending.clear();
         client.setting_watches = None;
+        if let Some(watch) = &mut client.persistent {
+            watch.disconnected();
+        }
         // A close in flight has an unknown outcome: it is issued again after reconnecting.
         client.closing = false;
         client.reconnect_at = now + delay;
@@ -791,6 +808,9 @@ impl World {
         if let Some(session) = client.session.take() {
             client.ephemerals.clear();
             client.watches.clear();
+            if let Some(watch) = &mut client.persistent {
+                watch.session_ended();
+            }
             client.closing = false;
             client.ended_link = None;
             let zk = self.zk();
@@ -862,6 +882,10 @@ impl World {
             return Ok(());
         }
         let path = PATHS[self.rng.below(PATHS.len() as u64) as usize].to_string();
+        if self.wants_persistent_watch(c) {
+            self.issue_add_watch(c);
+            return Ok(());
+        }
         if self.zk().clients[c].reads_only {
             match self.rng.below(5) {
                 0 | 1 => self.issue(c, Kind::GetData, path, None, None),
@@ -998,7 +1022,9 @@ impl World {
         watermark: Option<i64>,
     ) {
         let now = self.now;
+        let watcher = self.zk().clients[c].persistent.is_some();
         let watch = matches!(kind, Kind::GetData | Kind::Exists | Kind::GetChildren)
+            && !watcher
             && self.rng.chance(0.3);
         let xid = self.next_xid(c);
         let client = &mut self.zk().clients[c];
@@ -1044,6 +1070,7 @@ impl World {
                 Request::CloseSession
             }
             Kind::Multi => unreachable!("a multi's ops come from issue_multi"),
+            Kind::AddWatch => unreachable!("an addWatch comes from issue_add_watch"),
         };
         let pending = Pending {
             xid,
@@ -1169,14 +1196,17 @@ impl World {
     /// zxid the client saw.
     fn set_watches_again(&mut self, c: usize) {
         let client = &mut self.zk().clients[c];
-        if client.watches.is_empty() {
+        let carried = client.persistent.as_ref().is_some_and(|w| w.carried());
+        if client.watches.is_empty() && !carried {
             return;
         }
-        let mut request = SetWatches {
+        let mut request = SetWatches2 {
             relative_zxid: client.last_zxid,
             data_watches: Vec::new(),
             exist_watches: Vec::new(),
             child_watches: Vec::new(),
+            persistent_watches: Vec::new(),
+            persistent_recursive_watches: Vec::new(),
         };
         for (path, watch) in client.watches.iter_mut() {
             watch.reset = true;
@@ -1187,8 +1217,21 @@ impl World {
             };
             list.push(path.clone());
         }
+        if let Some(watch) = &mut client.persistent {
+            watch.set_again(&mut request);
+        }
         client.setting_watches = Some(client.last_zxid);
-        let frame = Request::SetWatches(request).encode(zoolog_proto::codes::xid::SET_WATCHES);
+        // As the Java client: SetWatches2 only when there are persistent watches to carry.
+        let request = match carried {
+            true => Request::SetWatches2(request),
+            false => Request::SetWatches(SetWatches {
+                relative_zxid: request.relative_zxid,
+                data_watches: request.data_watches,
+                exist_watches: request.exist_watches,
+                child_watches: request.child_watches,
+            }),
+        };
+        let frame = request.encode(zoolog_proto::codes::xid::SET_WATCHES);
         self.client_send(c, frame);
     }
 
@@ -1347,6 +1390,7 @@ impl World {
             }
             Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
             Kind::Multi if err == 0 => self.check_multi(c, &pending, header.zxid, body)?,
+            Kind::AddWatch => self.persistent_watch_added(c, header.zxid, err),
             Kind::SetData if err == 0 => {
                 let stat = Stat::read_from(&mut Reader::new(body))
                     .map_err(|e| format!("setData reply: {e}"))?;
@@ -1626,6 +1670,9 @@ impl World {
     fn client_notification(&mut self, c: usize, body: &[u8]) -> Result<(), String> {
         let event = WatcherEvent::read_from(&mut Reader::new(body))
             .map_err(|e| format!("a notification does not decode: {e}"))?;
+        if self.persistent_event(c, &event)? {
+            return Ok(());
+        }
         let client = &mut self.zk().clients[c];
         let client_id = client.id;
         let Some(watch) = client.watches.remove(&event.path) else {
@@ -1670,7 +1717,7 @@ impl World {
                 ));
             }
         }
-        Ok(())
+        self.check_no_persistent_event_missed(c, xid, zxid)
     }
 
     /// The server answered SetWatches at `zxid`, after sending the events it owed: by the
@@ -1693,6 +1740,9 @@ impl World {
             ));
         }
         client.last_zxid = zxid;
+        if let Some(watch) = &mut client.persistent {
+            watch.set_again_at(zxid);
+        }
         for (path, watch) in client.watches.iter_mut() {
             let owed = match watch.kind {
                 WatchKind::Children => zk.checker.root_children_at(zxid).0 > relative_zxid,
