@@ -129,7 +129,8 @@ pub struct Report {
     /// Core mode: write replies checked against the common sequence, reads checked against
     /// the common state (of which after a sync), sessions created and seen expired, watches
     /// left and seen fire (of which events of persistent watches), read-only sessions taken
-    /// and their writes refused, multis that took effect whole and that failed whole.
+    /// and their writes refused, multis that took effect whole and that failed whole,
+    /// containers and TTL nodes reaped.
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -140,6 +141,7 @@ pub struct Report {
     pub read_only_sessions: u64,
     pub writes_refused: u64,
     pub persistent_events: u64,
+    pub reaped: u64,
     pub multis_applied: u64,
     pub multis_failed: u64,
 }

@@ -394,6 +394,7 @@ impl World {
             read_only_sessions: zk.map_or(0, |c| c.read_only_sessions),
             writes_refused: zk.map_or(0, |c| c.refused.len() as u64),
             persistent_events: zk.map_or(0, |c| c.persistent_events),
+            reaped: zk.map_or(0, |c| c.reaped),
             multis_applied: zk.map_or(0, |c| c.multis_applied),
             multis_failed: zk.map_or(0, |c| c.multis_failed),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),

@@ -31,6 +31,9 @@
 //! - A multi (in `world::zk::multi`) took effect whole at its zxid, each op's result matching
 //!   the common state after it, or it changed nothing there and its results name the first
 //!   op that fails on the state before (0 for the ops before it, −2 after).
+//! - The reaper (in half the seeds, `world::zk::reaper`) deletes a container or TTL node only
+//!   once it is due by the Reap entry's time, and after the faults it deletes whatever is due
+//!   (the run does not settle before).
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Read-only mode (in `world::zk`, half the seeds enable it): a read-only session only for a
@@ -47,7 +50,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use zoolog_proto::ErrorCode;
+use zoolog_proto::{ErrorCode, Request};
 use zoolog_tree::{Command, CommandOp, DataTree, TreeConfig};
 
 /// What a watched znode holds.
@@ -75,6 +78,14 @@ pub enum EntryKind {
 pub enum LogEnd {
     Closed,
     Expired { at_us: u64 },
+}
+
+/// A container or TTL node of the common state: the reaper may delete it once unmodified for
+/// longer than `due_after_ms` since `mtime_ms`, the time of the command that created it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reapable {
+    pub mtime_ms: i64,
+    pub due_after_ms: i64,
 }
 
 /// An expiry that ended a live session: who, the session's timeout, and when the deciding
@@ -115,6 +126,12 @@ pub struct ZkChecker {
     /// Positions of the client writes that fail the session check: their session had ended
     /// (SESSIONEXPIRED) or was held by another connection (SESSIONMOVED).
     pub session_check_failures: BTreeMap<i64, ErrorCode>,
+    /// The containers and TTL nodes of the common state, by path.
+    pub reapable: BTreeMap<String, Reapable>,
+    /// How long a container that never had a child lives unmodified (the trees' setting).
+    container_never_used_ms: i64,
+    /// Nodes the reaper deleted, each checked due.
+    pub reaped: u64,
     /// Events of persistent watches (also counted in `watches_fired`).
     pub persistent_events: u64,
     /// Multis answered: done whole, or failed whole.
@@ -124,6 +141,7 @@ pub struct ZkChecker {
 
 impl ZkChecker {
     pub fn new(config: TreeConfig, paths: Vec<String>) -> ZkChecker {
+        let container_never_used_ms = config.container_never_used_ms;
         let history = paths.iter().map(|p| (p.clone(), vec![(0, None)])).collect();
         let tree = DataTree::new(config);
         let root_children = vec![(0, sorted_children(&tree, "/"))];
@@ -146,6 +164,9 @@ impl ZkChecker {
             read_only_sessions: 0,
             refused: BTreeSet::new(),
             session_check_failures: BTreeMap::new(),
+            reapable: BTreeMap::new(),
+            container_never_used_ms,
+            reaped: 0,
             persistent_events: 0,
             multis_applied: 0,
             multis_failed: 0,
@@ -195,7 +216,12 @@ impl ZkChecker {
                 self.session_check_failures.insert(position as i64, code);
             }
         }
+        let reaping = match &command.op {
+            CommandOp::Reap { path } => self.tree.stat(path).map(|_| path.clone()),
+            _ => None,
+        };
         self.tree.apply(position as i64, &command);
+        self.track_reapable(position as i64, &command, reaping)?;
         let mut expiry = None;
         if let (Some(end), Some(timeout_ms)) = (end, timeout_ms) {
             if self.tree.session(command.session_id).is_none() {
@@ -233,6 +259,48 @@ impl ZkChecker {
             }
         }
         Ok(expiry)
+    }
+
+    /// Keeps `reapable` up to date with the entry at `position`, which deleted `reaping` if
+    /// it was a Reap of an existing node: the reaper deletes only what is due.
+    fn track_reapable(
+        &mut self,
+        position: i64,
+        command: &Command,
+        reaping: Option<String>,
+    ) -> Result<(), String> {
+        if let CommandOp::Write { request, .. } = &command.op {
+            let created = match request {
+                Request::CreateContainer(r) => Some((&r.path, self.container_never_used_ms)),
+                Request::CreateTtl(r) => Some((&r.path, r.ttl)),
+                _ => None,
+            };
+            if let Some((path, due_after_ms)) = created {
+                if self.tree.stat(path).is_some_and(|s| s.czxid == position) {
+                    let mtime_ms = command.time_ms;
+                    let node = Reapable {
+                        mtime_ms,
+                        due_after_ms,
+                    };
+                    self.reapable.insert(path.clone(), node);
+                }
+            }
+        }
+        if let Some(path) = reaping.filter(|path| self.tree.stat(path).is_none()) {
+            let node = self.reapable.get(&path).ok_or_else(|| {
+                format!("reaper: entry {position} deleted {path}, neither a container nor TTL")
+            })?;
+            if command.time_ms - node.mtime_ms <= node.due_after_ms {
+                return Err(format!(
+                    "reaper: entry {position} deleted {path} at {} ms, before it was due: {node:?}",
+                    command.time_ms
+                ));
+            }
+            self.reaped += 1;
+        }
+        let tree = &self.tree;
+        self.reapable.retain(|path, _| tree.stat(path).is_some());
+        Ok(())
     }
 
     /// The state of `path` after position `zxid` of the common sequence.

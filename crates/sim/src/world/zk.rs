@@ -5,7 +5,8 @@
 //! delete/sync a few znodes, list the root's children, leave watches with getData/exists/
 //! getChildren, make and delete ephemerals (every other one sequential), send multis (in half
 //! the seeds, see [`multi`]), keep persistent watches (in half the seeds, see
-//! [`persistent`]), ping, close their
+//! [`persistent`]), make containers and TTL nodes (in half the seeds, see [`reaper`]), ping,
+//! close their
 //! sessions, and on a lost connection reconnect to another server with the same session and
 //! their lastZxidSeen, and hand it their watches with SetWatches, as real clients do. Some
 //! ask for read-only sessions, which a server cut off from its quorum grants in half the
@@ -36,8 +37,10 @@ use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 
 mod multi;
 mod persistent;
+mod reaper;
 use multi::{MultiOp, MULTI_STREAM};
 use persistent::{PersistentWatch, PERSISTENT_STREAM};
+use reaper::Reaping;
 
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
@@ -61,6 +64,8 @@ pub(crate) struct ZkState {
     streaks: BTreeMap<(i64, usize), Streak>,
     /// The multi stream, in the seeds whose clients send multis.
     multi_rng: Option<Rng>,
+    /// The reaper's settings, in the seeds whose clients make containers and TTL nodes.
+    reaping: Option<Reaping>,
 }
 
 /// Frames one server heard from a client on one connection, each within half the session's
@@ -104,6 +109,8 @@ enum Kind {
     Multi,
     /// Of the client's persistent watch.
     AddWatch,
+    /// A container or a TTL node, under the root.
+    CreateReapable,
 }
 
 impl Kind {
@@ -111,6 +118,7 @@ impl Kind {
         matches!(
             self,
             Kind::Create { .. }
+                | Kind::CreateReapable
                 | Kind::SetData
                 | Kind::Delete
                 | Kind::Sync
@@ -258,11 +266,15 @@ fn open_acl() -> Vec<zoolog_proto::Acl> {
     }]
 }
 
-fn tree_config() -> TreeConfig {
+fn tree_config(reaping: Option<&Reaping>) -> TreeConfig {
+    let defaults = TreeConfig::default();
     // As the shell configures an ensemble member's tree: session ids carry no server id.
     TreeConfig {
         server_id: 0,
-        ..TreeConfig::default()
+        extended_types_enabled: reaping.is_some(),
+        container_never_used_ms: reaping
+            .map_or(defaults.container_never_used_ms, |r| r.never_used_ms),
+        ..defaults
     }
 }
 
@@ -275,6 +287,12 @@ impl ZkState {
         let multi_rng = multi_rng.chance(0.5).then_some(multi_rng);
         let mut persistent_rng = rng.fork(PERSISTENT_STREAM);
         let persistent_watches = persistent_rng.chance(0.5);
+        let reaping = Reaping::draw(rng);
+        let container_check_interval_ms = reaping
+            .as_ref()
+            .map_or(ServerConfig::default().container_check_interval_ms, |r| {
+                r.check_interval_ms
+            });
         let members: BTreeMap<u64, PeerConfig> = nodes
             .iter()
             .map(|(id, observer)| {
@@ -300,6 +318,7 @@ impl ZkState {
                     connections_per_ip_max: 0,
                     entries_per_snapshot: u64::MAX,
                     read_only_mode_enabled,
+                    container_check_interval_ms,
                     server_id: *id as u8,
                     ensemble: Some(EnsembleConfig {
                         members: members.clone(),
@@ -352,14 +371,18 @@ impl ZkState {
             clients,
             conns: BTreeMap::new(),
             next_conn: 1,
-            checker: ZkChecker::new(tree_config(), PATHS.iter().map(|p| p.to_string()).collect()),
+            checker: ZkChecker::new(
+                tree_config(reaping.as_ref()),
+                PATHS.iter().map(|p| p.to_string()).collect(),
+            ),
             configs,
-            tree_config: tree_config(),
+            tree_config: tree_config(reaping.as_ref()),
             core_tick_us: (core_tick / 2, core_tick),
             append_queue_max: *rng.pick(&[4, 64, 16_384]).unwrap(),
             post_heal_acked: 0,
             streaks: BTreeMap::new(),
             multi_rng,
+            reaping,
         }
     }
 }
@@ -894,6 +917,9 @@ impl World {
             }
             return Ok(());
         }
+        if self.maybe_issue_reapable_create(c) {
+            return Ok(());
+        }
         if let Some(rng) = &mut self.zk().multi_rng {
             if rng.chance(0.1) {
                 self.issue_multi(c);
@@ -1071,6 +1097,7 @@ impl World {
             }
             Kind::Multi => unreachable!("a multi's ops come from issue_multi"),
             Kind::AddWatch => unreachable!("an addWatch comes from issue_add_watch"),
+            Kind::CreateReapable => unreachable!("from maybe_issue_reapable_create"),
         };
         let pending = Pending {
             xid,
@@ -1391,6 +1418,9 @@ impl World {
             Kind::Delete if err == 0 => client.ephemerals.retain(|p| *p != pending.path),
             Kind::Multi if err == 0 => self.check_multi(c, &pending, header.zxid, body)?,
             Kind::AddWatch => self.persistent_watch_added(c, header.zxid, err),
+            Kind::CreateReapable if err == 0 => {
+                self.check_created_path(c, &pending, false, header.zxid, body)?;
+            }
             Kind::SetData if err == 0 => {
                 let stat = Stat::read_from(&mut Reader::new(body))
                     .map_err(|e| format!("setData reply: {e}"))?;
@@ -1772,6 +1802,7 @@ impl World {
     pub(super) fn zk_quiet(&self) -> bool {
         let zk = self.zk.as_ref().unwrap();
         zk.clients.iter().all(|c| c.idle())
+            && self.due_for_reaping().is_empty()
             && self
                 .nodes
                 .iter()
@@ -1792,6 +1823,10 @@ impl World {
     pub(super) fn zk_describe(&self, out: &mut String) {
         use std::fmt::Write as _;
         let Some(zk) = &self.zk else { return };
+        let due = self.due_for_reaping();
+        if !due.is_empty() {
+            writeln!(out, "  due for the reaper: {due:?}").unwrap();
+        }
         for client in &zk.clients {
             writeln!(
                 out,

@@ -1,0 +1,108 @@
+//! Containers and TTL nodes in core mode (half the core seeds): clients create containers and
+//! TTL nodes under the root, which the deciding server's reaper deletes once they are due (a
+//! container that never had a child after `container_never_used_ms`, a TTL node after its
+//! TTL, both counted from their last change). Checked (with `zkcheck`): a create answers the
+//! path it made; the reaper deletes nothing before it is due; and once faults have stopped,
+//! it deletes whatever is due: the run does not count as settled before that (so a reaper
+//! that stops fails the liveness deadline).
+
+use zoolog_proto::{CreateRequest, CreateTtlRequest, Request};
+
+use super::{open_acl, Kind, Pending, World, WALL_EPOCH_MS};
+use crate::rng::Rng;
+
+/// The random stream of the reaper's choices: seeds without it keep every other choice.
+pub(super) const REAP_STREAM: u64 = 5;
+
+/// The reaper's settings in a seed that has one, and its random stream.
+pub(super) struct Reaping {
+    pub(super) check_interval_ms: u64,
+    pub(super) never_used_ms: i64,
+    rng: Rng,
+}
+
+impl Reaping {
+    /// Half the seeds reap, with their own settings.
+    pub(super) fn draw(parent: &Rng) -> Option<Reaping> {
+        let mut rng = parent.fork(REAP_STREAM);
+        if !rng.chance(0.5) {
+            return None;
+        }
+        Some(Reaping {
+            check_interval_ms: rng.range(50, 1_000),
+            never_used_ms: rng.range(100, 3_000) as i64,
+            rng,
+        })
+    }
+}
+
+impl World {
+    /// Now and then, instead of its next request, a client of a reaping seed creates a
+    /// container or a TTL node. Says whether it did.
+    pub(super) fn maybe_issue_reapable_create(&mut self, c: usize) -> bool {
+        let Some(reaping) = &mut self.zk().reaping else {
+            return false;
+        };
+        let rng = &mut reaping.rng;
+        if !rng.chance(0.05) {
+            return false;
+        }
+        let index = rng.below(3);
+        let ttl_ms = match rng.chance(0.5) {
+            true => Some(rng.range(50, 2_000) as i64),
+            false => None,
+        };
+        let xid = self.next_xid(c);
+        let client = &mut self.zk().clients[c];
+        client.values += 1;
+        let data = Some(format!("c{}v{}", client.id, client.values).into_bytes());
+        let acl = Some(open_acl());
+        let (path, request) = match ttl_ms {
+            Some(ttl) => {
+                let path = format!("/t{index}");
+                let request = CreateTtlRequest {
+                    path: path.clone(),
+                    data,
+                    acl,
+                    flags: zoolog_proto::CreateMode::PersistentWithTtl.code(),
+                    ttl,
+                };
+                (path, Request::CreateTtl(request))
+            }
+            None => {
+                let path = format!("/c{index}");
+                let request = CreateRequest {
+                    path: path.clone(),
+                    data,
+                    acl,
+                    flags: zoolog_proto::CreateMode::Container.code(),
+                };
+                (path, Request::CreateContainer(request))
+            }
+        };
+        let pending = Pending {
+            xid,
+            kind: Kind::CreateReapable,
+            path,
+            issued_us: self.now,
+            watermark: None,
+            watch: false,
+            ops: Vec::new(),
+        };
+        self.send_request(c, pending, &request);
+        true
+    }
+
+    /// The containers and TTL nodes of the common state that are due by the servers' clock
+    /// (the simulation's): the reaper owes their deletion.
+    pub(super) fn due_for_reaping(&self) -> Vec<String> {
+        let zk = self.zk.as_ref().expect("core mode");
+        let now_ms = WALL_EPOCH_MS + (self.now / 1000) as i64;
+        zk.checker
+            .reapable
+            .iter()
+            .filter(|(_, node)| now_ms - node.mtime_ms > node.due_after_ms)
+            .map(|(path, node)| format!("{path} ({node:?})"))
+            .collect()
+    }
+}
