@@ -1458,20 +1458,8 @@ impl Core {
                 ours.then_some((envelope.connection, envelope.command.cxid)),
                 position,
             ),
-            Outcome::Reply(Err(ErrorCode::SessionMoved))
-                if ours && envelope.command.op == CommandOp::CloseSession =>
-            {
-                // The close lost to a newer owner: the session lives on, elsewhere.
-                if let Some(session) = self.sessions.get_mut(&envelope.command.session_id) {
-                    session.closing = false;
-                }
-                self.answer_write(
-                    envelope.connection,
-                    envelope.command.cxid,
-                    position,
-                    Err(ErrorCode::SessionMoved),
-                    true,
-                );
+            Outcome::Reply(result) if ours && is_session_moved(&result) => {
+                self.session_moved_away(&envelope.command, envelope.connection);
             }
             Outcome::Attached { session_exists } if ours => {
                 self.session_attached(envelope.connection, session_exists);
@@ -1666,6 +1654,28 @@ impl Core {
         }
     }
 
+    /// A write or close of ours failed because another connection holds the session. As
+    /// ZooKeeper does (ZOOKEEPER-710), the connection closes without answering it: the client
+    /// reconnects and takes its session over again. An Attach ordered late, from a
+    /// connection the client had already left, would otherwise fail every write of the
+    /// client's current connection.
+    fn session_moved_away(&mut self, command: &Command, connection: ConnectionId) {
+        if command.op == CommandOp::CloseSession {
+            // The close lost to a newer owner: the session lives on, elsewhere.
+            if let Some(session) = self.sessions.get_mut(&command.session_id) {
+                session.closing = false;
+            }
+        }
+        if self.connections.contains_key(&connection) {
+            tracing::info!(
+                connection,
+                session = format_args!("{:#018x}", command.session_id),
+                "closing a connection whose session another connection holds"
+            );
+            self.close(connection);
+        }
+    }
+
     /// Fills the first awaiting slot of the proposing connection with the applied result.
     fn answer_write(
         &mut self,
@@ -1846,6 +1856,18 @@ pub fn request_input(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
 }
 
 /// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
+/// Whether a write failed its session check for want of ownership: a multi does so in its
+/// results (at its first op).
+fn is_session_moved(result: &Result<Response, ErrorCode>) -> bool {
+    match result {
+        Err(code) => *code == ErrorCode::SessionMoved,
+        Ok(Response::Multi(results)) => {
+            results.contains(&zoolog_proto::MultiResult::Error(ErrorCode::SessionMoved))
+        }
+        Ok(_) => false,
+    }
+}
+
 fn reply_frame(xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>) -> Vec<u8> {
     let data_bytes = result.map_or(0, Response::data_bytes);
     frame_with(REPLY_BYTES_MIN + data_bytes, |out| {
@@ -2100,6 +2122,49 @@ mod tests {
         assert_eq!(close_session(&mut core, 3), refused);
         assert!(core.sessions.contains_key(&1));
         assert!(layer.queued.lock().unwrap().is_empty(), "nothing logged");
+    }
+
+    #[test]
+    fn a_write_that_lost_its_session_to_another_connection_closes_its_own_unanswered() {
+        let (mut core, layer) = follower_with_a_session(false);
+        // Another server's Attach, ordered late: a connection elsewhere now holds the session.
+        let password = core.tree.session(1).unwrap().password.clone();
+        let attach = Envelope {
+            origin: 99,
+            connection: 9,
+            command: Command {
+                session_id: 1,
+                cxid: 0,
+                time_ms: 0,
+                owner: 4242,
+                op: CommandOp::Attach {
+                    owner: 4242,
+                    password,
+                },
+            },
+        };
+        let entry = bytes::Bytes::from(attach.encode());
+        core.handle(Input::Committed { position: 2, entry }, at_ms(10));
+        let delete = Request::Delete(zoolog_proto::DeleteRequest {
+            path: "/x".into(),
+            version: -1,
+        });
+        let request = Input::Request {
+            connection: 1,
+            xid: 3,
+            request: delete,
+            frame_bytes: 20,
+        };
+        core.handle(request, at_ms(20));
+        let entry = layer.queued.lock().unwrap().pop_front().expect("appended");
+        let outputs = core.handle(Input::Committed { position: 3, entry }, at_ms(30));
+        let closed = outputs
+            .iter()
+            .any(|output| matches!(output, Output::Close { connection: 1 }));
+        let answered = outputs
+            .iter()
+            .any(|output| matches!(output, Output::Write { connection: 1, .. }));
+        assert!(closed && !answered);
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //!   server has caught up to the client's lastZxidSeen by construction. Writes still in flight
 //!   from the connection the client left carry the old owner and, ordered after the `Attach`,
 //!   fail with SESSIONMOVED: they cannot overtake the client's new requests (FIFO holds).
+//!   Such a write is not answered: its connection closes, as in ZooKeeper (ZOOKEEPER-710).
+//!   An Attach ordered late, from a connection the client had already left, would otherwise
+//!   fail every write of its current connection; closed, the client attaches again.
 //! - **Liveness is reported, expiry is decided once.** Each server appends, at most every half
 //!   tick, one `Touch` entry naming sessions heard from on it and how long ago, once the log's
 //!   latest news of one of them is about a third of its timeout old; the deciding server counts

@@ -5,8 +5,9 @@
 //!   (which session and cxid wrote it) and what the watched znodes held at every position.
 //! - No lost acknowledgement: a write reply carrying zxid z is the entry at z of the common
 //!   sequence, written by that session with that xid.
-//! - A write answered at zxid z fails with SESSIONEXPIRED or SESSIONMOVED exactly when the
-//!   session check fails there (its session had ended, or another connection held it).
+//! - A write answered at zxid z fails with SESSIONEXPIRED exactly when its session had ended
+//!   there; one whose session another connection held there is not answered at all (its
+//!   connection closes, as in ZooKeeper, so the client takes the session over again).
 //! - FIFO per session: replies come in request order, the zxids of a session's acknowledged
 //!   writes increase in issue order, and no reply's zxid goes back.
 //! - Reads: a getData or exists answered at zxid z returns exactly the znode of the common
@@ -348,16 +349,22 @@ impl ZkChecker {
         self.session_check_failures.get(&zxid).copied()
     }
 
-    /// A write answered with `err` at `zxid`: SESSIONEXPIRED or SESSIONMOVED exactly when
-    /// its session check fails there, with that error.
+    /// A write answered with `err` at `zxid`: SESSIONEXPIRED exactly when its session had
+    /// ended there. A write whose session another connection held is not answered at all:
+    /// the server closes the connection instead, as ZooKeeper does, so that the client takes
+    /// its session over again.
     pub fn check_session_answer(&self, xid: i32, zxid: i64, err: i32) -> Result<(), String> {
-        let failure = self.session_check_at(zxid).map(ErrorCode::code);
-        let session_error =
-            err == ErrorCode::SessionExpired.code() || err == ErrorCode::SessionMoved.code();
-        if (failure.is_some() || session_error) && failure != Some(err) {
+        let failure = self.session_check_at(zxid);
+        let expired = err == ErrorCode::SessionExpired.code();
+        let consistent = match failure {
+            Some(ErrorCode::SessionMoved) => false,
+            Some(code) => code.code() == err,
+            None => !expired && err != ErrorCode::SessionMoved.code(),
+        };
+        if !consistent {
             return Err(format!(
                 "sessions: write xid {xid} was answered with error {err} at zxid {zxid}, where \
-                 the session check gives {failure:?}"
+                 the session check gives {failure:?} (a moved session's write is not answered)"
             ));
         }
         Ok(())

@@ -122,7 +122,7 @@ fn judge(
     zxid: i64,
 ) -> Result<bool, String> {
     // ZooKeeper checks the session as part of each op, so a multi of a session that ended
-    // or moved fails at its first op.
+    // fails at its first op.
     let failure = match checker.session_check_at(zxid) {
         Some(code) => Some((0, code)),
         None => first_failing_op(checker, ops, zxid)?,
@@ -217,6 +217,13 @@ impl World {
             }
         };
         let checker = &mut self.zk().checker;
+        if checker.session_check_at(zxid) == Some(ErrorCode::SessionMoved) {
+            return Err(format!(
+                "sessions: client {client_id}'s multi xid {} was answered at zxid {zxid}, where \
+                 another connection held its session: its connection should have closed",
+                pending.xid
+            ));
+        }
         if !judge(checker, &pending.ops, &results, zxid)? {
             return Err(format!(
                 "multi: client {client_id}'s multi xid {} of {:?} was answered {results:?} at \
