@@ -142,6 +142,21 @@ struct Pending {
     ops: Vec<MultiOp>,
 }
 
+impl Pending {
+    /// A request that promises no zxid, leaves no watch and is no multi.
+    fn new(xid: i32, kind: Kind, path: String, issued_us: u64) -> Pending {
+        Pending {
+            xid,
+            kind,
+            path,
+            issued_us,
+            watermark: None,
+            watch: false,
+            ops: Vec::new(),
+        }
+    }
+}
+
 /// A one-shot watch the client holds on a path: left by a read answered at `zxid` (or
 /// moved there by a SetWatches the server answered at `zxid`).
 #[derive(Debug, Clone, Copy)]
@@ -1100,13 +1115,9 @@ impl World {
             Kind::CreateReapable => unreachable!("from maybe_issue_reapable_create"),
         };
         let pending = Pending {
-            xid,
-            kind,
-            path,
-            issued_us: now,
             watermark,
             watch,
-            ops: Vec::new(),
+            ..Pending::new(xid, kind, path, now)
         };
         self.send_request(c, pending, &request);
     }

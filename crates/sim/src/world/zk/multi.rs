@@ -184,14 +184,10 @@ impl World {
             });
         }
         let request = Request::Multi(ops.iter().map(MultiOp::request).collect());
+        let xid = self.next_xid(c);
         let pending = Pending {
-            xid: self.next_xid(c),
-            kind: Kind::Multi,
-            path: String::new(),
-            issued_us: self.now,
-            watermark: None,
-            watch: false,
             ops,
+            ..Pending::new(xid, Kind::Multi, String::new(), self.now)
         };
         self.send_request(c, pending, &request);
     }

@@ -237,15 +237,7 @@ impl World {
             path: path.clone(),
             mode: mode.code(),
         });
-        let pending = Pending {
-            xid,
-            kind: Kind::AddWatch,
-            path,
-            issued_us: self.now,
-            watermark: None,
-            watch: false,
-            ops: Vec::new(),
-        };
+        let pending = Pending::new(xid, Kind::AddWatch, path, self.now);
         self.send_request(c, pending, &request);
     }
 

@@ -80,15 +80,7 @@ impl World {
                 (path, Request::CreateContainer(request))
             }
         };
-        let pending = Pending {
-            xid,
-            kind: Kind::CreateReapable,
-            path,
-            issued_us: self.now,
-            watermark: None,
-            watch: false,
-            ops: Vec::new(),
-        };
+        let pending = Pending::new(xid, Kind::CreateReapable, path, self.now);
         self.send_request(c, pending, &request);
         true
     }
