@@ -81,12 +81,21 @@ pub enum LogEnd {
     Expired { at_us: u64 },
 }
 
-/// A container or TTL node of the common state: the reaper may delete it once unmodified for
-/// longer than `due_after_ms` since `mtime_ms`, the time of the command that created it.
+/// A container or TTL node of the common state: the reaper may delete it, childless, once
+/// unmodified for longer than `due_after_ms` since `mtime_ms` (the time of the command that
+/// created it), or at once if it is a container that has had a child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reapable {
     pub mtime_ms: i64,
     pub due_after_ms: i64,
+    pub used: bool,
+}
+
+impl Reapable {
+    /// Whether the reaper may delete it at `now_ms`, if it has no children.
+    pub fn due(&self, now_ms: i64) -> bool {
+        self.used || now_ms - self.mtime_ms > self.due_after_ms
+    }
 }
 
 /// An expiry that ended a live session: who, the session's timeout, and when the deciding
@@ -103,8 +112,9 @@ pub struct ZkChecker {
     pub paths: Vec<String>,
     /// For each watched path, its states by the position that made them.
     pub history: BTreeMap<String, Vec<(i64, Option<NodeState>)>>,
-    /// The root's children (sorted) by the position that changed them.
-    pub root_children: Vec<(i64, Vec<String>)>,
+    /// The children (sorted) of the root and of the containers, by the position that
+    /// changed them.
+    children: BTreeMap<String, Vec<(i64, Vec<String>)>>,
     /// The kind of the entry at each position (index position − 1).
     pub entries: Vec<EntryKind>,
     /// The highest zxid of a write reply any client has received.
@@ -141,16 +151,25 @@ pub struct ZkChecker {
 }
 
 impl ZkChecker {
-    pub fn new(config: TreeConfig, paths: Vec<String>) -> ZkChecker {
+    /// Checks the state of `paths` and the children of the root and of `containers`.
+    pub fn new(config: TreeConfig, paths: Vec<String>, containers: &[&str]) -> ZkChecker {
         let container_never_used_ms = config.container_never_used_ms;
         let history = paths.iter().map(|p| (p.clone(), vec![(0, None)])).collect();
         let tree = DataTree::new(config);
-        let root_children = vec![(0, sorted_children(&tree, "/"))];
+        let parents = std::iter::once("/").chain(containers.iter().copied());
+        let children = parents
+            .map(|parent| {
+                (
+                    parent.to_string(),
+                    vec![(0, sorted_children(&tree, parent))],
+                )
+            })
+            .collect();
         ZkChecker {
             tree,
             paths,
             history,
-            root_children,
+            children,
             entries: Vec::new(),
             max_write_ack: 0,
             ended_sessions: BTreeSet::new(),
@@ -222,7 +241,6 @@ impl ZkChecker {
             _ => None,
         };
         self.tree.apply(position as i64, &command);
-        self.track_reapable(position as i64, &command, reaping)?;
         let mut expiry = None;
         if let (Some(end), Some(timeout_ms)) = (end, timeout_ms) {
             if self.tree.session(command.session_id).is_none() {
@@ -250,15 +268,21 @@ impl ZkChecker {
                 history.push((position as i64, now));
             }
         }
-        // Every create and delete moves its parent's pzxid: list the root only then.
-        let root_pzxid = self.tree.stat("/").map_or(0, |stat| stat.pzxid);
-        let (last_change, last_children) = self.root_children.last().unwrap();
-        if root_pzxid > *last_change {
-            let children = sorted_children(&self.tree, "/");
-            if *last_children != children {
-                self.root_children.push((position as i64, children));
+        for (parent, history) in self.children.iter_mut() {
+            let (last_change, last_children) = history.last().unwrap();
+            // Every create and delete moves its parent's pzxid: list a parent only then.
+            let moved = match self.tree.stat(parent) {
+                Some(stat) => stat.pzxid > *last_change,
+                None => !last_children.is_empty(),
+            };
+            if moved {
+                let children = sorted_children(&self.tree, parent);
+                if *last_children != children {
+                    history.push((position as i64, children));
+                }
             }
         }
+        self.track_reapable(position as i64, &command, reaping)?;
         Ok(expiry)
     }
 
@@ -282,16 +306,20 @@ impl ZkChecker {
                     let node = Reapable {
                         mtime_ms,
                         due_after_ms,
+                        used: false,
                     };
                     self.reapable.insert(path.clone(), node);
                 }
             }
         }
+        for (path, node) in self.reapable.iter_mut() {
+            node.used |= gained_a_child(&self.children, path, position);
+        }
         if let Some(path) = reaping.filter(|path| self.tree.stat(path).is_none()) {
             let node = self.reapable.get(&path).ok_or_else(|| {
                 format!("reaper: entry {position} deleted {path}, neither a container nor TTL")
             })?;
-            if command.time_ms - node.mtime_ms <= node.due_after_ms {
+            if !node.due(command.time_ms) {
                 return Err(format!(
                     "reaper: entry {position} deleted {path} at {} ms, before it was due: {node:?}",
                     command.time_ms
@@ -317,18 +345,31 @@ impl ZkChecker {
         Ok(history[index - 1].1.as_ref())
     }
 
-    /// The root's children (sorted) after position `zxid` of the common sequence, and the
-    /// position that last changed them (the root's pzxid).
-    pub fn root_children_at(&self, zxid: i64) -> (i64, &[String]) {
-        let index = self.root_children.partition_point(|(p, _)| *p <= zxid);
-        let (position, children) = &self.root_children[index - 1];
+    /// The children (sorted) of `parent` (the root or a container) after position `zxid` of
+    /// the common sequence, and the position that last changed them.
+    pub fn children_at(&self, parent: &str, zxid: i64) -> (i64, &[String]) {
+        let history = &self.children[parent];
+        let index = history.partition_point(|(p, _)| *p <= zxid);
+        let (position, children) = &history[index - 1];
         (*position, children)
     }
 
     /// The first change of the root's children after position `zxid`.
     pub fn first_children_change_after(&self, zxid: i64) -> Option<i64> {
-        let index = self.root_children.partition_point(|(p, _)| *p <= zxid);
-        self.root_children.get(index).map(|(position, _)| *position)
+        let history = &self.children["/"];
+        let index = history.partition_point(|(p, _)| *p <= zxid);
+        history.get(index).map(|(position, _)| *position)
+    }
+
+    /// Whether `path` has no children now (as far as tracked: the root and the containers).
+    pub fn childless(&self, path: &str) -> bool {
+        let history = self.children.get(path);
+        history.is_none_or(|history| history.last().unwrap().1.is_empty())
+    }
+
+    /// The tracked parents: the root and the containers.
+    pub fn parents(&self) -> impl Iterator<Item = &str> {
+        self.children.keys().map(String::as_str)
     }
 
     /// The first change of `path` after position `zxid` of the common sequence: where, and
@@ -460,6 +501,23 @@ impl ZkChecker {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether the entry at `position` created a child of `parent`.
+fn gained_a_child(
+    children: &BTreeMap<String, Vec<(i64, Vec<String>)>>,
+    parent: &str,
+    position: i64,
+) -> bool {
+    let Some(history) = children.get(parent) else {
+        return false;
+    };
+    match history.as_slice() {
+        [.., (_, before), (changed, after)] if *changed == position => {
+            after.iter().any(|name| !before.contains(name))
+        }
+        _ => false,
     }
 }
 

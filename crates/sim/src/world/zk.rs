@@ -45,6 +45,8 @@ use reaper::Reaping;
 /// Wall clock of the simulated servers at simulated time 0.
 const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
 const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
+/// Where containers may be (see [`reaper`]).
+const CONTAINERS: &[&str] = &["/c0", "/c1", "/c2"];
 /// The random stream of the read-only choices.
 const READ_ONLY_STREAM: u64 = 1;
 
@@ -389,6 +391,7 @@ impl ZkState {
             checker: ZkChecker::new(
                 tree_config(reaping.as_ref()),
                 PATHS.iter().map(|p| p.to_string()).collect(),
+                CONTAINERS,
             ),
             configs,
             tree_config: tree_config(reaping.as_ref()),
@@ -1529,7 +1532,7 @@ impl World {
     }
 
     /// A create answers with the path it made: the one asked for, or for a sequential node
-    /// that path and ten digits, a child of the root that entry `zxid` added.
+    /// that path and ten digits, a child (of the root or a container) that entry `zxid` added.
     fn check_created_path(
         &mut self,
         c: usize,
@@ -1553,14 +1556,21 @@ impl World {
             false => suffix.is_empty(),
             true => suffix.len() == 10 && suffix.bytes().all(|b| b.is_ascii_digit()),
         };
-        let name = path.get(1..).unwrap_or_default();
+        let (parent, name) = match path.rsplit_once('/') {
+            Some(("", name)) => ("/", name),
+            Some((parent, name)) => (parent, name),
+            None => ("", ""),
+        };
         let checker = &self.zk().checker;
-        let added_here = !checker
-            .root_children_at(zxid - 1)
-            .1
-            .iter()
-            .any(|n| n == name)
-            && checker.root_children_at(zxid).1.iter().any(|n| n == name);
+        let tracked = checker.parents().any(|p| p == parent);
+        let has = |zxid: i64| {
+            checker
+                .children_at(parent, zxid)
+                .1
+                .iter()
+                .any(|n| n == name)
+        };
+        let added_here = tracked && !has(zxid - 1) && has(zxid);
         if !well_named || !added_here {
             return Err(format!(
                 "create: client {client_id} asked for {} (sequential: {sequential}) and was \
@@ -1661,7 +1671,7 @@ impl World {
             .children;
         children.sort();
         let zk = self.zk();
-        let (_, expected) = zk.checker.root_children_at(zxid);
+        let (_, expected) = zk.checker.children_at("/", zxid);
         if children != expected {
             return Err(format!(
                 "read: client {client_id} listed the root's children at zxid {zxid} as \
@@ -1786,7 +1796,7 @@ impl World {
         }
         for (path, watch) in client.watches.iter_mut() {
             let owed = match watch.kind {
-                WatchKind::Children => zk.checker.root_children_at(zxid).0 > relative_zxid,
+                WatchKind::Children => zk.checker.children_at("/", zxid).0 > relative_zxid,
                 kind => match zk.checker.state_at(path, zxid)? {
                     None => kind == WatchKind::Data,
                     Some(state) => kind == WatchKind::Creation || state.mzxid > relative_zxid,
@@ -1794,7 +1804,7 @@ impl World {
             };
             if owed {
                 let there = match watch.kind {
-                    WatchKind::Children => format!("{:?}", zk.checker.root_children_at(zxid)),
+                    WatchKind::Children => format!("{:?}", zk.checker.children_at("/", zxid)),
                     _ => format!("{:?}", zk.checker.state_at(path, zxid)),
                 };
                 return Err(format!(

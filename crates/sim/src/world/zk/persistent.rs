@@ -24,7 +24,8 @@ enum Scope {
     Node(&'static str),
     /// Persistent on the root: a NodeChildrenChanged for each child created or deleted.
     RootChildren,
-    /// Persistent and recursive on the root: every znode's creation, deletion and data change.
+    /// Persistent and recursive on the root: every znode's creation, deletion and data change
+    /// (the clients make znodes under the root and the containers only).
     Everything,
 }
 
@@ -57,17 +58,19 @@ impl Scope {
                 events.extend(event.map(|event| (event.code(), path.to_string())));
             }
             Scope::RootChildren => {
-                let changed = root_children_changed(checker, position);
+                let changed = children_changed(checker, "/", position);
                 let event = (EventType::NodeChildrenChanged.code(), "/".to_string());
                 events.extend(changed.map(|_| event.clone()));
             }
             Scope::Everything => {
-                for (created, name) in root_children_changed(checker, position) {
-                    let event = match created {
-                        true => EventType::NodeCreated,
-                        false => EventType::NodeDeleted,
-                    };
-                    events.push((event.code(), format!("/{name}")));
+                for parent in checker.parents() {
+                    for (created, path) in children_changed(checker, parent, position) {
+                        let event = match created {
+                            true => EventType::NodeCreated,
+                            false => EventType::NodeDeleted,
+                        };
+                        events.push((event.code(), path));
+                    }
                 }
                 for path in PATHS {
                     let before = checker.state_at(path, position - 1)?;
@@ -92,21 +95,27 @@ impl Scope {
     }
 }
 
-/// The root's children created (true) and deleted (false) by the entry at `position`.
-fn root_children_changed(
-    checker: &ZkChecker,
+/// The children of `parent` (the root or a container) that the entry at `position` created
+/// (true) and deleted (false), by path.
+fn children_changed<'a>(
+    checker: &'a ZkChecker,
+    parent: &'a str,
     position: i64,
-) -> impl Iterator<Item = (bool, String)> + '_ {
-    let before = checker.root_children_at(position - 1).1;
-    let after = checker.root_children_at(position).1;
+) -> impl Iterator<Item = (bool, String)> + 'a {
+    let before = checker.children_at(parent, position - 1).1;
+    let after = checker.children_at(parent, position).1;
+    let path = move |name: &String| match parent {
+        "/" => format!("/{name}"),
+        parent => format!("{parent}/{name}"),
+    };
     let created = after
         .iter()
         .filter(|n| !before.contains(n))
-        .map(|n| (true, n.clone()));
+        .map(move |n| (true, path(n)));
     let deleted = before
         .iter()
         .filter(|n| !after.contains(n))
-        .map(|n| (false, n.clone()));
+        .map(move |n| (false, path(n)));
     created.chain(deleted)
 }
 

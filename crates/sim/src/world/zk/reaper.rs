@@ -1,14 +1,15 @@
 //! Containers and TTL nodes in core mode (half the core seeds): clients create containers and
-//! TTL nodes under the root, which the deciding server's reaper deletes once they are due (a
-//! container that never had a child after `container_never_used_ms`, a TTL node after its
-//! TTL, both counted from their last change). Checked (with `zkcheck`): a create answers the
+//! TTL nodes under the root, and ephemeral sequential nodes in the containers (as lock and
+//! queue recipes do), and the deciding server's reaper deletes each once it is due (a
+//! container when it is empty after having had a child, or after `container_never_used_ms`
+//! if it never had one; a TTL node after its TTL; times counted from the last change). Checked (with `zkcheck`): a create answers the
 //! path it made; the reaper deletes nothing before it is due; and once faults have stopped,
 //! it deletes whatever is due: the run does not count as settled before that (so a reaper
 //! that stops fails the liveness deadline).
 
 use zoolog_proto::{CreateRequest, CreateTtlRequest, Request};
 
-use super::{open_acl, Kind, Pending, World, WALL_EPOCH_MS};
+use super::{open_acl, Kind, Pending, World, CONTAINERS, WALL_EPOCH_MS};
 use crate::rng::Rng;
 
 /// The random stream of the reaper's choices: seeds without it keep every other choice.
@@ -47,10 +48,20 @@ impl World {
         if !rng.chance(0.05) {
             return false;
         }
-        let index = rng.below(3);
-        let ttl_ms = match rng.chance(0.5) {
-            true => Some(rng.range(50, 2_000) as i64),
-            false => None,
+        let index = rng.below(CONTAINERS.len() as u64) as usize;
+        let ttl_ms = match rng.below(3) {
+            0 => Some(rng.range(50, 2_000) as i64),
+            1 => None,
+            _ => {
+                // A lock's or a queue's node: the container holds it while its session lives.
+                let kind = Kind::Create {
+                    ephemeral: true,
+                    sequential: true,
+                };
+                let path = format!("{}/l-", CONTAINERS[index]);
+                self.issue(c, kind, path, None, None);
+                return true;
+            }
         };
         let xid = self.next_xid(c);
         let client = &mut self.zk().clients[c];
@@ -70,7 +81,7 @@ impl World {
                 (path, Request::CreateTtl(request))
             }
             None => {
-                let path = format!("/c{index}");
+                let path = CONTAINERS[index].to_string();
                 let request = CreateRequest {
                     path: path.clone(),
                     data,
@@ -93,7 +104,7 @@ impl World {
         zk.checker
             .reapable
             .iter()
-            .filter(|(_, node)| now_ms - node.mtime_ms > node.due_after_ms)
+            .filter(|(path, node)| node.due(now_ms) && zk.checker.childless(path))
             .map(|(path, node)| format!("{path} ({node:?})"))
             .collect()
     }
