@@ -1117,10 +1117,6 @@ impl Core {
         }
     }
 
-    /// Writes go through the log; so does `sync` in an ensemble, where its place in the log is
-    /// what makes a read after it see every write committed before it, even across a
-    /// change of leader (ZooKeeper's sync has no such guarantee: ZOOKEEPER-1675). Reconfig is
-    /// answered at the front end.
     /// A session made by this server while cut off from its quorum: the log never held it.
     fn is_local(&self, session_id: i64) -> bool {
         self.tree.session(session_id).is_none()
@@ -1138,6 +1134,10 @@ impl Core {
         );
     }
 
+    /// Writes go through the log; so does `sync` in an ensemble, where its place in the log is
+    /// what makes a read after it see every write committed before it, even across a
+    /// change of leader (ZooKeeper's sync has no such guarantee: ZOOKEEPER-1675). Reconfig is
+    /// answered at the front end.
     fn is_logged(&self, request: &Request) -> bool {
         match request {
             Request::Reconfig(_) => false,
@@ -1855,7 +1855,6 @@ pub fn request_input(connection: ConnectionId, frame: &[u8]) -> Option<Input> {
     })
 }
 
-/// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
 /// Whether a write failed its session check for want of ownership: a multi does so in its
 /// results (at its first op).
 fn is_session_moved(result: &Result<Response, ErrorCode>) -> bool {
@@ -1868,6 +1867,7 @@ fn is_session_moved(result: &Result<Response, ErrorCode>) -> bool {
     }
 }
 
+/// A reply's frame, encoded in one buffer sized for it (a read's data is most of it).
 fn reply_frame(xid: i32, zxid: Zxid, result: Result<&Response, ErrorCode>) -> Vec<u8> {
     let data_bytes = result.map_or(0, Response::data_bytes);
     frame_with(REPLY_BYTES_MIN + data_bytes, |out| {
