@@ -1823,7 +1823,7 @@ impl World {
     pub(super) fn zk_quiet(&self) -> bool {
         let zk = self.zk.as_ref().unwrap();
         zk.clients.iter().all(|c| c.idle())
-            && self.due_for_reaping().is_empty()
+            && self.due_for_reaping().next().is_none()
             && self
                 .nodes
                 .iter()
@@ -1844,7 +1844,7 @@ impl World {
     pub(super) fn zk_describe(&self, out: &mut String) {
         use std::fmt::Write as _;
         let Some(zk) = &self.zk else { return };
-        let due = self.due_for_reaping();
+        let due: Vec<_> = self.due_for_reaping().collect();
         if !due.is_empty() {
             writeln!(out, "  due for the reaper: {due:?}").unwrap();
         }

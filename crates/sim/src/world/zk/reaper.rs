@@ -11,6 +11,7 @@ use zoolog_proto::{CreateRequest, CreateTtlRequest, Request};
 
 use super::{open_acl, Kind, Pending, World, CONTAINERS, WALL_EPOCH_MS};
 use crate::rng::Rng;
+use crate::zkcheck::Reapable;
 
 /// The random stream of the reaper's choices: seeds without it keep every other choice.
 pub(super) const REAP_STREAM: u64 = 5;
@@ -98,14 +99,12 @@ impl World {
 
     /// The containers and TTL nodes of the common state that are due by the servers' clock
     /// (the simulation's): the reaper owes their deletion.
-    pub(super) fn due_for_reaping(&self) -> Vec<String> {
-        let zk = self.zk.as_ref().expect("core mode");
+    pub(super) fn due_for_reaping(&self) -> impl Iterator<Item = (&String, &Reapable)> {
+        let checker = &self.zk.as_ref().expect("core mode").checker;
         let now_ms = WALL_EPOCH_MS + (self.now / 1000) as i64;
-        zk.checker
+        checker
             .reapable
             .iter()
-            .filter(|(path, node)| node.due(now_ms) && zk.checker.childless(path))
-            .map(|(path, node)| format!("{path} ({node:?})"))
-            .collect()
+            .filter(move |(path, node)| node.due(now_ms) && checker.childless(path))
     }
 }
