@@ -346,6 +346,10 @@ pub struct Core {
     snapshots_started: u64,
     snapshot_in_flight: bool,
     next_reap_ms: u64,
+    /// Each container and TTL node as the reaper last checked it: its last change, and when
+    /// (by this server's monotonic clock) a check first saw that change. Its idle time counts
+    /// from there, never from an mtime another server's wall clock stamped.
+    reap_first_seen: HashMap<String, (Zxid, u64)>,
     now: Now,
     pub stats: ServerStats,
     /// Latency histograms and log/snapshot numbers for /metrics; the driver records the IO ones.
@@ -386,6 +390,7 @@ impl Core {
             next_touch_ms: now.monotonic_ms,
             local_sessions_made: 0,
             next_reap_ms: now.monotonic_ms + config.container_check_interval_ms,
+            reap_first_seen: HashMap::new(),
             config,
             log,
             origin,
@@ -865,8 +870,8 @@ impl Core {
     fn tick(&mut self) {
         if self.role.decides_expiry() {
             self.expire_sessions();
-            self.reap_nodes();
         }
+        self.reap_nodes();
         self.forget_expired_local_sessions();
         self.append_touches();
     }
@@ -1008,22 +1013,48 @@ impl Core {
         }
     }
 
+    /// Every server checks its containers and TTL nodes, so that one that comes to decide
+    /// has seen the changes since it started; only the decider appends the `Reap`s. A node
+    /// is due once it has stayed unchanged, since a check here first saw its last change,
+    /// for longer than it must: it was changed no later than that, so it is never reaped
+    /// early, whatever any wall clock says. The price: it is reaped up to a check interval
+    /// late, and up to a whole wait late on a server that started after its last change.
     fn reap_nodes(&mut self) {
-        if self.now.monotonic_ms < self.next_reap_ms {
+        let now_ms = self.now.monotonic_ms;
+        if now_ms < self.next_reap_ms {
             return;
         }
-        self.next_reap_ms = self.now.monotonic_ms + self.config.container_check_interval_ms;
+        self.next_reap_ms = now_ms + self.config.container_check_interval_ms;
         const REAPS_PER_CHECK_MAX: usize = 10_000;
-        for path in self
-            .tree
-            .reap_candidates(self.now.wall_ms, REAPS_PER_CHECK_MAX)
-        {
+        let decides = self.role.decides_expiry();
+        let mut first_seen = HashMap::with_capacity(self.reap_first_seen.len());
+        let mut due = Vec::new();
+        for candidate in self.tree.reap_candidates() {
+            let seen_ms = match self.reap_first_seen.get(candidate.path) {
+                Some(&(change, seen_ms)) if change == candidate.last_change => seen_ms,
+                _ => now_ms,
+            };
+            first_seen.insert(candidate.path.to_owned(), (candidate.last_change, seen_ms));
+            let idle_ms = i64::try_from(now_ms - seen_ms).unwrap_or(i64::MAX);
+            if decides
+                && candidate.childless
+                && candidate.after.is_due(idle_ms)
+                && due.len() < REAPS_PER_CHECK_MAX
+            {
+                due.push((candidate.path.to_owned(), candidate.last_change));
+            }
+        }
+        self.reap_first_seen = first_seen;
+        for (path, last_change) in due {
             let command = Command {
                 session_id: 0,
                 cxid: 0,
                 time_ms: self.now.wall_ms,
                 owner: 0,
-                op: CommandOp::Reap { path },
+                op: CommandOp::Reap {
+                    path,
+                    unchanged_since: Some(last_change),
+                },
             };
             if !self.append(0, command) {
                 return; // the reaper comes back at its next check
@@ -2165,6 +2196,86 @@ mod tests {
             .iter()
             .any(|output| matches!(output, Output::Write { connection: 1, .. }));
         assert!(closed && !answered);
+    }
+
+    /// Hands `core` the committed entry at `position`: `command` from another member.
+    fn commit_from_elsewhere(core: &mut Core, position: Zxid, command: Command) {
+        let envelope = Envelope {
+            origin: 99,
+            connection: 9,
+            command,
+        };
+        let entry = bytes::Bytes::from(envelope.encode());
+        core.handle(Input::Committed { position, entry }, at_ms(10));
+    }
+
+    #[test]
+    fn a_ttl_node_stamped_by_a_lagging_clock_waits_out_its_ttl_on_the_deciders_clock() {
+        let member = crate::config::PeerConfig::local_participant();
+        let config = Arc::new(ServerConfig {
+            extended_types_enabled: true,
+            container_check_interval_ms: 100,
+            ensemble: Some(crate::config::EnsembleConfig {
+                members: [(1, member.clone()), (2, member)].into(),
+                init_limit: 10,
+                sync_limit: 5,
+                observer: false,
+            }),
+            ..ServerConfig::default()
+        });
+        let layer = Arc::new(QueueLayer::default());
+        let tree = DataTree::new(crate::shell::tree_config(&config));
+        let mut core = Core::new(config, layer.clone(), tree, 7, at_ms(0));
+        core.handle(Input::Role(Role::Leader { epoch: 1 }), at_ms(0));
+        let command = |session_id, time_ms, op| Command {
+            session_id,
+            cxid: 1,
+            time_ms,
+            owner: 4242,
+            op,
+        };
+        let create_session = CommandOp::CreateSession {
+            timeout_ms: 30_000,
+            password: vec![0; 16],
+        };
+        commit_from_elsewhere(&mut core, 1, command(0, 0, create_session));
+        let session_id = core.tree.sessions().next().unwrap().0;
+        // The member that took the create has a wall clock an hour behind the leader's.
+        let lagging_wall_ms = at_ms(0).wall_ms - 3_600_000;
+        let create = CommandOp::Write {
+            request: Request::CreateTtl(zoolog_proto::CreateTtlRequest {
+                path: "/ttl".into(),
+                data: None,
+                acl: Some(vec![zoolog_proto::Acl {
+                    perms: zoolog_proto::codes::perms::ALL,
+                    id: zoolog_proto::Id::new("world", "anyone"),
+                }]),
+                flags: zoolog_proto::CreateMode::PersistentWithTtl.code(),
+                ttl: 1_000,
+            }),
+            identities: vec![],
+        };
+        commit_from_elsewhere(&mut core, 2, command(session_id, lagging_wall_ms, create));
+        assert!(core.tree.stat("/ttl").is_some());
+        let reaps = |layer: &QueueLayer| -> Vec<CommandOp> {
+            let queued = std::mem::take(&mut *layer.queued.lock().unwrap());
+            queued
+                .iter()
+                .map(|entry| Envelope::decode(entry).unwrap().command.op)
+                .filter(|op| matches!(op, CommandOp::Reap { .. }))
+                .collect()
+        };
+        // The first check (at 150 ms) sees the node; its TTL counts from there.
+        for ms in [150, 250, 1_150] {
+            core.handle(Input::Tick, at_ms(ms));
+            assert_eq!(reaps(&layer), [], "at {ms} ms");
+        }
+        core.handle(Input::Tick, at_ms(1_250));
+        let judged = CommandOp::Reap {
+            path: "/ttl".into(),
+            unchanged_since: Some(2),
+        };
+        assert_eq!(reaps(&layer), [judged]);
     }
 
     #[test]

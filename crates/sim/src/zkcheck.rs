@@ -33,8 +33,9 @@
 //!   the common state after it, or it changed nothing there and its results name the first
 //!   op that fails on the state before (0 for the ops before it, −2 after).
 //! - The reaper (in half the seeds, `world::zk::reaper`) deletes a container or TTL node only
-//!   once it is due by the Reap entry's time, and after the faults it deletes whatever is due
-//!   (the run does not settle before).
+//!   once it is due by the simulation's time (whatever the servers' clocks say, skewed in
+//!   half the seeds: `world::zk::clock`), and after the faults it deletes whatever is due (the
+//!   run does not settle before).
 //! - At the end: every server's tree encodes exactly as the reference tree, and no session a
 //!   client saw closed or expired remains, nor any ephemeral owned by it (or by nobody).
 //! - Read-only mode (in `world::zk`, half the seeds enable it): a read-only session only for a
@@ -82,19 +83,25 @@ pub enum LogEnd {
 }
 
 /// A container or TTL node of the common state: the reaper may delete it, childless, once
-/// unmodified for longer than `due_after_ms` since `mtime_ms` (the time of the command that
-/// created it), or at once if it is a container that has had a child.
+/// unmodified for longer than `due_after_ms` since `created_us` (the simulated time its
+/// creation joined the common sequence), or at once if it is a container that has had a
+/// child. Simulated time, not the times stamped in the log: those come from the servers'
+/// clocks, which may be skewed (`world::zk::clock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reapable {
-    pub mtime_ms: i64,
+    pub created_us: u64,
     pub due_after_ms: i64,
     pub used: bool,
 }
 
 impl Reapable {
-    /// Whether the reaper may delete it at `now_ms`, if it has no children.
-    pub fn due(&self, now_ms: i64) -> bool {
-        self.used || now_ms - self.mtime_ms > self.due_after_ms
+    /// Whether the reaper may delete it at simulated time `now_us`, if it has no children.
+    /// Exact: the deciding server saw the creation applied no sooner than `created_us`, and
+    /// judged it due (more than `due_after_ms` whole milliseconds of its monotonic clock
+    /// later) no later than its Reap joined the common sequence.
+    pub fn due(&self, now_us: u64) -> bool {
+        let idle_us = now_us.saturating_sub(self.created_us);
+        self.used || idle_us > u64::try_from(self.due_after_ms).unwrap_or(0) * 1000
     }
 }
 
@@ -195,7 +202,8 @@ impl ZkChecker {
 
     /// The entry at `position` joined the common sequence: some server delivered it first at
     /// `now_us`. Says which session it expired, if it was an expiry that ended one; its
-    /// order time is its command's wall time less `wall_epoch_ms`.
+    /// order time is its command's wall time less `wall_epoch_ms`, the wall clock at
+    /// simulated time 0 of the server that stamped it.
     pub fn committed(
         &mut self,
         position: u64,
@@ -237,7 +245,7 @@ impl ZkChecker {
             }
         }
         let reaping = match &command.op {
-            CommandOp::Reap { path } => self.tree.stat(path).map(|_| path.clone()),
+            CommandOp::Reap { path, .. } => self.tree.stat(path).map(|_| path.clone()),
             _ => None,
         };
         self.tree.apply(position as i64, &command);
@@ -282,17 +290,19 @@ impl ZkChecker {
                 }
             }
         }
-        self.track_reapable(position as i64, &command, reaping)?;
+        self.track_reapable(position as i64, &command, reaping, now_us)?;
         Ok(expiry)
     }
 
-    /// Keeps `reapable` up to date with the entry at `position`, which deleted `reaping` if
-    /// it was a Reap of an existing node: the reaper deletes only what is due.
+    /// Keeps `reapable` up to date with the entry at `position`, which joined the common
+    /// sequence at `now_us` and deleted `reaping` if it was a Reap of an existing node: the
+    /// reaper deletes only what is due.
     fn track_reapable(
         &mut self,
         position: i64,
         command: &Command,
         reaping: Option<String>,
+        now_us: u64,
     ) -> Result<(), String> {
         if let CommandOp::Write { request, .. } = &command.op {
             let created = match request {
@@ -302,9 +312,8 @@ impl ZkChecker {
             };
             if let Some((path, due_after_ms)) = created {
                 if self.tree.stat(path).is_some_and(|s| s.czxid == position) {
-                    let mtime_ms = command.time_ms;
                     let node = Reapable {
-                        mtime_ms,
+                        created_us: now_us,
                         due_after_ms,
                         used: false,
                     };
@@ -319,10 +328,10 @@ impl ZkChecker {
             let node = self.reapable.get(&path).ok_or_else(|| {
                 format!("reaper: entry {position} deleted {path}, neither a container nor TTL")
             })?;
-            if !node.due(command.time_ms) {
+            if !node.due(now_us) {
                 return Err(format!(
-                    "reaper: entry {position} deleted {path} at {} ms, before it was due: {node:?}",
-                    command.time_ms
+                    "reaper: entry {position} deleted {path} at {now_us} us, before it was \
+                     due: {node:?}"
                 ));
             }
             self.reaped += 1;

@@ -42,8 +42,17 @@ pub enum CommandOp {
         request: Request,
         identities: Vec<Id>,
     },
-    /// Container/TTL reaper: deletes `path` only if, at this command's time, it still qualifies.
-    Reap { path: String },
+    /// Container/TTL reaper: deletes `path` if it is still an empty container or a childless
+    /// TTL node and its last change (mzxid) is still `unchanged_since`. Whoever appends it has
+    /// judged the node due by its own monotonic clock, counting from when it first saw that
+    /// change: so no server's wall clock, skewed or stepped, can make a node due early, and a
+    /// change ordered after the judgment cancels it on every replica. Entries written before
+    /// the condition existed carry `None` and are judged by this command's time against the
+    /// node's mtime, as they were then.
+    Reap {
+        path: String,
+        unchanged_since: Option<Zxid>,
+    },
     /// Batched liveness: each listed live session counts as touched at this zxid. Ids of
     /// unknown or closed sessions are ignored. `session_id` of the command is not used.
     Touch { sessions: Vec<SessionSeen> },
@@ -70,6 +79,9 @@ const TAG_ATTACH: u8 = 7;
 /// A Touch whose sessions carry how long ago they were heard from; [`TAG_TOUCH`] entries (ids
 /// only) still decode, as heard from when appended.
 const TAG_TOUCH_SEEN: u8 = 8;
+/// A Reap conditioned on the node's last change; [`TAG_REAP`] entries (path only) still
+/// decode, judged by their time.
+const TAG_REAP_UNCHANGED: u8 = 9;
 
 /// A session a Touch reports alive, and how long before the Touch was appended its client was
 /// last heard from: whoever decides expiry counts the session's timeout from then, so a
@@ -133,9 +145,20 @@ impl Command {
                 // The body goes last: Request::decode reads it from the rest of the entry.
                 request.write_body(&mut out);
             }
-            CommandOp::Reap { path } => {
+            CommandOp::Reap {
+                path,
+                unchanged_since: None,
+            } => {
                 out.push(TAG_REAP);
                 path.write_to(&mut out);
+            }
+            CommandOp::Reap {
+                path,
+                unchanged_since: Some(last_change),
+            } => {
+                out.push(TAG_REAP_UNCHANGED);
+                path.write_to(&mut out);
+                last_change.write_to(&mut out);
             }
             CommandOp::Touch { sessions } => {
                 out.push(TAG_TOUCH_SEEN);
@@ -189,6 +212,11 @@ impl Command {
             }
             TAG_REAP => CommandOp::Reap {
                 path: String::read_from(reader)?,
+                unchanged_since: None,
+            },
+            TAG_REAP_UNCHANGED => CommandOp::Reap {
+                path: String::read_from(reader)?,
+                unchanged_since: Some(Zxid::read_from(reader)?),
             },
             TAG_TOUCH => CommandOp::Touch {
                 sessions: Vec::<i64>::read_from(reader)?

@@ -56,7 +56,10 @@ mod write;
 
 pub use command::{Command, CommandOp, SessionSeen};
 pub use snapshot::SnapshotError;
-pub use tree::{Applied, DataTree, Outcome, Read, SessionInfo, Table, Trigger, WatchKind};
+pub use tree::{
+    Applied, DataTree, Outcome, Read, ReapAfter, ReapCandidate, SessionInfo, Table, Trigger,
+    WatchKind,
+};
 pub use watch::{WatchLists, WatchRegistry, WatchSummary};
 
 /// A log position: the zxid clients see.

@@ -134,6 +134,37 @@ pub(crate) struct Txn<'a> {
     pub triggers: Vec<Trigger>,
 }
 
+/// A container or TTL node as the reaper sees it at one check ([`DataTree::reap_candidates`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReapCandidate<'a> {
+    pub path: &'a str,
+    /// Its mzxid: a `Reap` conditioned on it deletes nothing changed since.
+    pub last_change: Zxid,
+    pub after: ReapAfter,
+    /// Only a childless node may be reaped.
+    pub childless: bool,
+}
+
+/// When a childless container or TTL node becomes due for the reaper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReapAfter {
+    /// At once: a container that has had a child.
+    Emptied,
+    /// Once unchanged for longer than this: a TTL node's TTL, or how long a container that
+    /// never had a child may stay.
+    IdleMs(i64),
+}
+
+impl ReapAfter {
+    /// Whether a childless node unchanged for `idle_ms` is due.
+    pub fn is_due(self, idle_ms: i64) -> bool {
+        match self {
+            ReapAfter::Emptied => true,
+            ReapAfter::IdleMs(needed_ms) => idle_ms > needed_ms,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct DataTree {
     pub(crate) config: Arc<TreeConfig>,
@@ -348,8 +379,15 @@ impl DataTree {
                     },
                 }
             }
-            CommandOp::Reap { path } => {
-                if self.is_reapable(path, command.time_ms) {
+            CommandOp::Reap {
+                path,
+                unchanged_since,
+            } => {
+                let reapable = match unchanged_since {
+                    Some(last_change) => self.is_reapable_unchanged(path, *last_change),
+                    None => self.is_reapable_at(path, command.time_ms),
+                };
+                if reapable {
                     self.remove_node(path, &mut txn);
                 }
                 Outcome::Reaped
@@ -422,35 +460,66 @@ impl DataTree {
         }
     }
 
-    /// Whether the reaper may delete `path` at `now_ms`: an empty container that was used (or
+    /// Whether a legacy `Reap` (one without [`CommandOp::Reap::unchanged_since`]) deletes
+    /// `path` at `now_ms` by the command's own time: an empty container that was used (or
     /// never used for too long), or a childless TTL node unmodified for longer than its TTL.
-    fn is_reapable(&self, path: &str, now_ms: i64) -> bool {
+    fn is_reapable_at(&self, path: &str, now_ms: i64) -> bool {
         let Some(node) = self.nodes.get(path) else {
             return false;
         };
-        if !node.children.is_empty() {
+        let Some(after) = self.reap_after(node) else {
             return false;
-        }
-        let idle_ms = now_ms.saturating_sub(node.mtime_ms);
+        };
+        node.children.is_empty() && after.is_due(now_ms.saturating_sub(node.mtime_ms))
+    }
+
+    /// Whether a `Reap` judged due at `last_change` still deletes `path`: it is still an
+    /// empty container or a childless TTL node, and nothing changed it since (a change moves
+    /// its mzxid, a delete and a create make a new one). Whether it was due is the judge's
+    /// business, by its clock and its settings (see [`CommandOp::Reap`]): this replica's own
+    /// settings must not matter, or replicas configured apart would diverge.
+    fn is_reapable_unchanged(&self, path: &str, last_change: Zxid) -> bool {
+        self.nodes.get(path).is_some_and(|node| {
+            node.mzxid == last_change
+                && node.children.is_empty()
+                && matches!(node.kind, NodeKind::Container | NodeKind::Ttl { .. })
+        })
+    }
+
+    /// When a childless `node` becomes due for the reaper: at once for a container that has
+    /// had a child, after `container_never_used_ms` unchanged for one that has not (never,
+    /// when that is 0), after its TTL for a TTL node; `None` for the other kinds.
+    fn reap_after(&self, node: &Node) -> Option<ReapAfter> {
         match node.kind {
-            NodeKind::Container if node.child_creations > 0 => true,
+            NodeKind::Container if node.child_creations > 0 => Some(ReapAfter::Emptied),
             NodeKind::Container => {
                 let never_used_ms = self.config.container_never_used_ms;
-                node.child_creations == 0 && never_used_ms > 0 && idle_ms > never_used_ms
+                (never_used_ms > 0).then_some(ReapAfter::IdleMs(never_used_ms))
             }
-            NodeKind::Ttl { ttl_ms } => idle_ms > ttl_ms,
-            NodeKind::Persistent | NodeKind::Ephemeral { .. } => false,
+            NodeKind::Ttl { ttl_ms } => Some(ReapAfter::IdleMs(ttl_ms)),
+            NodeKind::Persistent | NodeKind::Ephemeral { .. } => None,
         }
     }
 
-    /// Containers and TTL nodes a `Reap` command would delete at `now_ms`, in path order.
-    pub fn reap_candidates(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        self.reapable_kinds
-            .iter()
-            .filter(|path| self.is_reapable(path, now_ms))
-            .take(limit)
-            .cloned()
-            .collect()
+    /// The containers and TTL nodes the reaper watches, in path order: each with its last
+    /// change and how long it must stay unchanged before a `Reap` may delete it. A container
+    /// with children is left out (it has had a child, so it is due as soon as it is empty);
+    /// a TTL node with children is not, so that its time counts while they live.
+    pub fn reap_candidates(&self) -> impl Iterator<Item = ReapCandidate<'_>> {
+        self.reapable_kinds.iter().filter_map(|path| {
+            let node = &self.nodes[path.as_str()];
+            let after = self.reap_after(node)?;
+            let childless = node.children.is_empty();
+            if !childless && node.kind == NodeKind::Container {
+                return None;
+            }
+            Some(ReapCandidate {
+                path,
+                last_change: node.mzxid,
+                after,
+                childless,
+            })
+        })
     }
 
     /// The ACL to attach to a trigger: empty (admits all) when ACLs are skipped.

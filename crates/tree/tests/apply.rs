@@ -614,8 +614,8 @@ fn sessions_and_ephemerals() {
     assert_eq!(h.tree.ephemeral_count(), 2);
 }
 
-#[test]
-fn reaper_deletes_only_what_qualifies_at_command_time() {
+/// The reaper's harness: a used and a never-used container and a TTL node.
+fn reaper_harness() -> Harness {
     let mut h = Harness::with(TreeConfig {
         container_never_used_ms: 1_000,
         ..extended()
@@ -632,60 +632,92 @@ fn reaper_deletes_only_what_qualifies_at_command_time() {
     h.write(container("/never")).unwrap();
     h.write(create_ttl("/ttl", 5, 500)).unwrap();
     h.must_create("/used/c");
-    let now = h.time_ms;
-    assert_eq!(h.tree.reap_candidates(now, 10), Vec::<String>::new());
-    h.write(delete("/used/c", -1)).unwrap();
-    assert_eq!(h.tree.reap_candidates(h.time_ms, 10), ["/used"]);
-    assert_eq!(
-        h.tree.reap_candidates(h.time_ms + 600, 10),
-        ["/ttl", "/used"]
-    );
-    assert_eq!(
-        h.tree.reap_candidates(h.time_ms + 2_000, 10),
-        ["/never", "/ttl", "/used"]
-    );
-    assert_eq!(h.tree.reap_candidates(h.time_ms + 2_000, 1), ["/never"]);
+    h
+}
+
+fn reap(h: &mut Harness, path: &str, unchanged_since: Option<i64>) -> bool {
     let applied = h.apply_op(
         0,
         CommandOp::Reap {
-            path: "/ttl".into(),
+            path: path.into(),
+            unchanged_since,
         },
     );
+    assert_eq!(applied.outcome, Outcome::Reaped);
+    !applied.triggers.is_empty()
+}
+
+#[test]
+fn reap_candidates_say_what_each_node_waits_for() {
+    let mut h = reaper_harness();
+    let candidates = |h: &Harness| -> Vec<(String, i64, ReapAfter, bool)> {
+        h.tree
+            .reap_candidates()
+            .map(|c| (c.path.to_owned(), c.last_change, c.after, c.childless))
+            .collect()
+    };
+    // The used container is left out while it has a child: it is due the moment it empties.
     assert_eq!(
-        (applied.outcome, applied.triggers.len()),
-        (Outcome::Reaped, 0),
+        candidates(&h),
+        [
+            ("/never".into(), 3, ReapAfter::IdleMs(1_000), true),
+            ("/ttl".into(), 4, ReapAfter::IdleMs(500), true),
+        ]
+    );
+    h.must_create("/ttl/child");
+    h.write(delete("/used/c", -1)).unwrap();
+    assert_eq!(
+        candidates(&h),
+        [
+            ("/never".into(), 3, ReapAfter::IdleMs(1_000), true),
+            ("/ttl".into(), 4, ReapAfter::IdleMs(500), false),
+            ("/used".into(), 2, ReapAfter::Emptied, true),
+        ]
+    );
+    assert!(ReapAfter::Emptied.is_due(0));
+    assert!(!ReapAfter::IdleMs(500).is_due(500));
+    assert!(ReapAfter::IdleMs(500).is_due(501));
+}
+
+#[test]
+fn a_reap_deletes_only_an_unchanged_childless_container_or_ttl_node() {
+    let mut h = reaper_harness();
+    assert!(!reap(&mut h, "/used", Some(2)), "it has a child");
+    h.write(delete("/used/c", -1)).unwrap();
+    assert!(!reap(&mut h, "/ttl", Some(3)), "not its last change");
+    h.write(set_data("/ttl", b"new", -1)).unwrap();
+    let ttl_changed = h.zxid;
+    assert!(!reap(&mut h, "/ttl", Some(4)), "changed after the judgment");
+    assert!(reap(&mut h, "/ttl", Some(ttl_changed)));
+    assert!(h.tree.stat("/ttl").is_none());
+    // The judge's clock decided it was due; this replica's time and settings play no part.
+    assert!(reap(&mut h, "/never", Some(3)));
+    assert!(reap(&mut h, "/used", Some(2)));
+    assert!(!reap(&mut h, "/missing", Some(1)));
+    h.must_create("/plain");
+    let created = h.zxid;
+    assert!(
+        !reap(&mut h, "/plain", Some(created)),
+        "neither a container nor TTL"
+    );
+}
+
+#[test]
+fn a_legacy_reap_is_judged_by_its_own_time() {
+    let mut h = reaper_harness();
+    h.write(delete("/used/c", -1)).unwrap();
+    assert!(
+        !reap(&mut h, "/ttl", None),
         "TTL not yet expired at command time"
     );
     h.time_ms += 600;
-    let applied = h.apply_op(
-        0,
-        CommandOp::Reap {
-            path: "/ttl".into(),
-        },
-    );
-    assert_eq!(applied.triggers.len(), 3);
-    assert!(h.tree.stat("/ttl").is_none());
+    assert!(!reap(&mut h, "/never", None), "not unused for long enough");
+    assert!(reap(&mut h, "/ttl", None));
     h.must_create("/used/again");
-    assert!(
-        h.apply_op(
-            0,
-            CommandOp::Reap {
-                path: "/used".into()
-            }
-        )
-        .triggers
-        .is_empty(),
-        "no longer empty"
-    );
-    assert!(h
-        .apply_op(
-            0,
-            CommandOp::Reap {
-                path: "/missing".into()
-            }
-        )
-        .triggers
-        .is_empty());
+    assert!(!reap(&mut h, "/used", None), "no longer empty");
+    h.time_ms += 1_000;
+    assert!(reap(&mut h, "/never", None));
+    assert!(!reap(&mut h, "/missing", None));
 }
 
 #[test]
@@ -943,7 +975,8 @@ fn snapshots_round_trip_and_reject_garbage() {
         (h.tree.node_count(), 1, h.tree.approximate_data_bytes())
     );
     assert_eq!(decoded.session(h.session), h.tree.session(h.session));
-    assert_eq!(decoded.reap_candidates(i64::MAX, 5), ["/ttl"]);
+    let candidates: Vec<&str> = decoded.reap_candidates().map(|c| c.path).collect();
+    assert_eq!(candidates, ["/ttl"]);
     for cut in 0..bytes.len() {
         assert!(
             DataTree::decode_snapshot(&bytes[..cut], extended()).is_err(),
@@ -1014,7 +1047,14 @@ fn commands_round_trip_and_reject_garbage() {
             password: vec![1; 16],
         },
         CommandOp::CloseSession,
-        CommandOp::Reap { path: "/c".into() },
+        CommandOp::Reap {
+            path: "/c".into(),
+            unchanged_since: None,
+        },
+        CommandOp::Reap {
+            path: "/c".into(),
+            unchanged_since: Some(-3),
+        },
         CommandOp::Write {
             request: Request::Multi(vec![
                 create_request("/a", b"x", 3),

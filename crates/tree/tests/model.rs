@@ -467,8 +467,15 @@ impl Model {
                     session_exists: false,
                 },
             },
-            CommandOp::Reap { path } => {
-                if self.reapable(path, c.time, config) {
+            CommandOp::Reap {
+                path,
+                unchanged_since,
+            } => {
+                let reapable = match unchanged_since {
+                    Some(last_change) => self.reapable_unchanged(path, *last_change),
+                    None => self.reapable(path, c.time, config),
+                };
+                if reapable {
                     self.remove(&c, path);
                 }
                 Outcome::Reaped
@@ -513,6 +520,14 @@ impl Model {
                 Kind::Ttl(ttl) => idle > ttl,
                 _ => false,
             }
+    }
+
+    fn reapable_unchanged(&self, path: &str, last_change: i64) -> bool {
+        self.nodes.get(path).is_some_and(|n| {
+            n.mzxid == last_change
+                && self.children(path).is_empty()
+                && matches!(n.kind, Kind::Container | Kind::Ttl(_))
+        })
     }
 }
 
@@ -664,8 +679,10 @@ impl Generator {
                 owner: self.pick(&[0, 7]),
                 password: self.pick(&[vec![1; 16], vec![1; 16], vec![2; 16]]),
             },
+            // A judged Reap names a last change: mostly the node's own (see `run`).
             3..=4 => CommandOp::Reap {
                 path: self.pick(PATHS).to_owned(),
+                unchanged_since: self.rng.gen_bool(0.5).then(|| zxid - 1),
             },
             5..=9 => {
                 let count = self.rng.gen_range(0..4);
@@ -730,6 +747,7 @@ struct Coverage {
     expiry_skipped: usize,
     moved: usize,
     attached: usize,
+    reaped_unchanged: usize,
 }
 
 fn run(seed: u64, coverage: &mut Coverage) {
@@ -749,7 +767,18 @@ fn run(seed: u64, coverage: &mut Coverage) {
     for step in 1..=STEPS {
         let zxid = step as i64;
         time_ms += generator.rng.gen_range(0..400);
-        let command = generator.command(time_ms, zxid);
+        let mut command = generator.command(time_ms, zxid);
+        if let CommandOp::Reap {
+            path,
+            unchanged_since: Some(last_change),
+        } = &mut command.op
+        {
+            if let Some(node) = model.nodes.get(path.as_str()) {
+                if generator.rng.gen_bool(0.8) {
+                    *last_change = node.mzxid;
+                }
+            }
+        }
         let context = format!("seed {seed} step {step} {command:?}");
         let expected = model.apply(zxid, &command, &config);
         let applied = tree.apply(zxid, &command);
@@ -769,6 +798,13 @@ fn run(seed: u64, coverage: &mut Coverage) {
                 },
             ) => coverage.attached += 1,
             (_, Outcome::Reply(Err(ErrorCode::SessionMoved))) => coverage.moved += 1,
+            (
+                CommandOp::Reap {
+                    unchanged_since: Some(_),
+                    ..
+                },
+                _,
+            ) if !applied.triggers.is_empty() => coverage.reaped_unchanged += 1,
             _ => {}
         }
         let triggers: Vec<_> = applied
@@ -785,12 +821,18 @@ fn run(seed: u64, coverage: &mut Coverage) {
             generator.sessions.push(session_id);
         }
         assert_same_state(&tree, &model, &context);
-        for path in tree.reap_candidates(time_ms, usize::MAX) {
-            assert!(
-                model.reapable(&path, time_ms, &config),
-                "{context}: {path} is no reap candidate"
-            );
+        let mut due = Vec::new();
+        for candidate in tree.reap_candidates() {
+            let node = &model.nodes[candidate.path];
+            assert_eq!(candidate.last_change, node.mzxid, "{context}");
+            if candidate.childless && candidate.after.is_due(time_ms - node.mtime) {
+                due.push(candidate.path.to_owned());
+            }
         }
+        let expected: Vec<&String> = (model.nodes.keys())
+            .filter(|path| model.reapable(path, time_ms, &config))
+            .collect();
+        assert_eq!(due.iter().collect::<Vec<_>>(), expected, "{context}: due");
         if generator.rng.gen_bool(0.05) {
             let bytes = snapshot(&tree);
             let decoded =
@@ -821,7 +863,8 @@ fn tree_matches_the_reference_model() {
         coverage.expired > 0
             && coverage.expiry_skipped > 0
             && coverage.moved > 0
-            && coverage.attached > 0,
+            && coverage.attached > 0
+            && coverage.reaped_unchanged > 0,
         "{coverage:?}"
     );
 }

@@ -35,15 +35,15 @@ use crate::node::{Front, SimLayer};
 use crate::rng::Rng;
 use crate::zkcheck::{Expiry, LogEnd, ZkChecker};
 
+mod clock;
 mod multi;
 mod persistent;
 mod reaper;
+use clock::ServerClock;
 use multi::{MultiOp, MULTI_STREAM};
 use persistent::{PersistentWatch, PERSISTENT_STREAM};
 use reaper::Reaping;
 
-/// Wall clock of the simulated servers at simulated time 0.
-const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
 const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
 /// Where containers may be (see [`reaper`]).
 const CONTAINERS: &[&str] = &["/c0", "/c1", "/c2"];
@@ -68,6 +68,11 @@ pub(crate) struct ZkState {
     multi_rng: Option<Rng>,
     /// The reaper's settings, in the seeds whose clients make containers and TTL nodes.
     reaping: Option<Reaping>,
+    /// Each server's clocks, by index.
+    clocks: Vec<ServerClock>,
+    /// The server each front end's origin (drawn at its start) belongs to, so that a log
+    /// entry's times can be read with the clock that stamped them.
+    origins: BTreeMap<u64, usize>,
 }
 
 /// Frames one server heard from a client on one connection, each within half the session's
@@ -305,6 +310,7 @@ impl ZkState {
         let mut persistent_rng = rng.fork(PERSISTENT_STREAM);
         let persistent_watches = persistent_rng.chance(0.5);
         let reaping = Reaping::draw(rng);
+        let clocks = ServerClock::draw(rng, nodes.len());
         let container_check_interval_ms = reaping
             .as_ref()
             .map_or(ServerConfig::default().container_check_interval_ms, |r| {
@@ -401,6 +407,8 @@ impl ZkState {
             streaks: BTreeMap::new(),
             multi_rng,
             reaping,
+            clocks,
+            origins: BTreeMap::new(),
         }
     }
 }
@@ -442,12 +450,8 @@ impl World {
         self.zk.as_mut().expect("core mode")
     }
 
-    fn core_now(&self) -> Now {
-        Now {
-            wall_ms: WALL_EPOCH_MS + (self.now / 1000) as i64,
-            monotonic_ms: self.now / 1000,
-            monotonic_us: self.now,
-        }
+    fn core_now(&self, idx: usize) -> Now {
+        self.zk.as_ref().unwrap().clocks[idx].now(self.now)
     }
 
     /// Core mode: builds the front end of a (re)starting server over its recovered state.
@@ -463,8 +467,9 @@ impl World {
         };
         let layer = Arc::new(SimLayer::new(capacity, self.nodes[idx].machine.applied));
         let origin = self.rng.next_u64();
+        self.zk().origins.insert(origin, idx);
         let mut passwords = Rng::new(self.rng.next_u64());
-        let mut core = Core::new(config, layer.clone(), tree, origin, self.core_now());
+        let mut core = Core::new(config, layer.clone(), tree, origin, self.core_now(idx));
         core.set_password_source(Box::new(move || {
             (0..2)
                 .flat_map(|_| passwords.next_u64().to_be_bytes())
@@ -505,7 +510,7 @@ impl World {
     }
 
     pub(super) fn core_input(&mut self, idx: usize, input: CoreInput) -> Result<(), String> {
-        let now = self.core_now();
+        let now = self.core_now(idx);
         if self.nodes[idx].front.is_none() {
             return Ok(());
         }
@@ -747,10 +752,18 @@ impl World {
     /// The entry at `position` joined the common sequence (delivered for the first time).
     pub(super) fn zk_committed(&mut self, position: u64, payload: &[u8]) -> Result<(), String> {
         let now = self.now;
-        let expiry = self
-            .zk()
+        let zk = self.zk();
+        let stamper = payload
+            .get(..8)
+            .and_then(|origin| {
+                zk.origins
+                    .get(&u64::from_be_bytes(origin.try_into().unwrap()))
+            })
+            .ok_or_else(|| format!("entry {position} comes from no server's front end"))?;
+        let wall_epoch_ms = zk.clocks[*stamper].wall_epoch_ms();
+        let expiry = zk
             .checker
-            .committed(position, payload, now, WALL_EPOCH_MS)?;
+            .committed(position, payload, now, wall_epoch_ms)?;
         match expiry {
             Some(expiry) => self.check_expiry_heard(expiry),
             None => Ok(()),

@@ -5,11 +5,12 @@
 //! if it never had one; a TTL node after its TTL; times counted from the last change). Checked (with `zkcheck`): a create answers the
 //! path it made; the reaper deletes nothing before it is due; and once faults have stopped,
 //! it deletes whatever is due: the run does not count as settled before that (so a reaper
-//! that stops fails the liveness deadline).
+//! that stops fails the liveness deadline). Due by the simulation's time: the servers'
+//! clocks may be skewed (`clock`).
 
 use zoolog_proto::{CreateRequest, CreateTtlRequest, Request};
 
-use super::{open_acl, Kind, Pending, World, CONTAINERS, WALL_EPOCH_MS};
+use super::{open_acl, Kind, Pending, World, CONTAINERS};
 use crate::rng::Rng;
 use crate::zkcheck::Reapable;
 
@@ -97,14 +98,14 @@ impl World {
         true
     }
 
-    /// The containers and TTL nodes of the common state that are due by the servers' clock
-    /// (the simulation's): the reaper owes their deletion.
+    /// The containers and TTL nodes of the common state that are due by the simulation's
+    /// time: the reaper owes their deletion.
     pub(super) fn due_for_reaping(&self) -> impl Iterator<Item = (&String, &Reapable)> {
         let checker = &self.zk.as_ref().expect("core mode").checker;
-        let now_ms = WALL_EPOCH_MS + (self.now / 1000) as i64;
+        let now_us = self.now;
         checker
             .reapable
             .iter()
-            .filter(move |(path, node)| node.due(now_ms) && checker.childless(path))
+            .filter(move |(path, node)| node.due(now_us) && checker.childless(path))
     }
 }
