@@ -689,7 +689,7 @@ impl Ensemble {
         }
     }
 
-    /// Copies the end of every member's `server.log` (at most [`KEPT_LOG_BYTES`]) into `dir`
+    /// Copies the end of every member's `server.log` (at most `KEPT_LOG_BYTES`) into `dir`
     /// as `<prefix>-server.<id>.log`, so that a run's results keep what the servers said
     /// after their temp dirs are gone.
     pub fn keep_logs(&self, dir: &Path, prefix: &str) -> std::io::Result<()> {

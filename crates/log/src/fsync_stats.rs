@@ -31,7 +31,7 @@ pub struct FsyncTimes {
     pub bucket_counts: [u64; FSYNC_BUCKET_BOUNDS_US.len() + 1],
     /// Syncs that took longer than the warning threshold, since the log opened.
     pub slow_count: u64,
-    /// Since the log opened or [`FsyncStats::reset_window`] (ZooKeeper's `srst` resets its
+    /// Since the log opened or `FsyncStats::reset_window` (ZooKeeper's `srst` resets its
     /// `fsynctime` counter).
     pub window_us: Summary,
 }

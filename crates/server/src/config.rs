@@ -147,7 +147,7 @@ pub struct ServerConfig {
     pub fsync_warning_threshold_ms: u64,
     /// myid from dataDir (1 in standalone when absent, as ZooKeeper's standalone session ids).
     pub server_id: u8,
-    /// zookeeper.DigestAuthenticationProvider.superDigest: "super:<base64 sha1>".
+    /// zookeeper.DigestAuthenticationProvider.superDigest: `super:<base64 sha1>`.
     pub super_digest: Option<String>,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,

@@ -90,9 +90,11 @@ const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
 /// 2: `Propose` says which forwards the leader has received. 3: log entries may report
 /// sessions with their idle times (the tree's Touch entries of tag 8), which a member of
 /// version 2 cannot apply. 4: a `Forward` names its lane, and a `Propose` says how far the
-/// leader has each lane's forwards. A peer of another version is refused at its hello rather
-/// than misread, or stopped by the first entry it cannot apply.
-const HELLO_VERSION: u8 = 4;
+/// leader has each lane's forwards. 5: log entries may reap a node only if unchanged since a
+/// given zxid (the tree's Reap entries of tag 9), which a member of version 4 cannot apply. A
+/// peer of another version is refused at its hello rather than misread, or stopped by the
+/// first entry it cannot apply.
+const HELLO_VERSION: u8 = 5;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.

@@ -142,11 +142,11 @@ const QUANTILE_WINDOW_PERIODS: u64 = 5;
 const PERIOD_SAMPLES_MAX: usize = PERCENTILE_SAMPLES_MAX / QUANTILE_WINDOW_PERIODS as usize;
 
 /// A Prometheus summary's values: the sum and count of every value, and percentiles of the
-/// last [`QUANTILE_WINDOW_MS`] only (between four fifths of it and all of it), so that a
-/// server that has run for months still shows its last minutes' latency in its quantiles. Each
-/// period of the window keeps a uniform sample of its own values; a percentile weighs each
-/// sampled value by the number of values it stands for, so a busy period counts for more
-/// than a quiet one, as its values do.
+/// last ten minutes only (`QUANTILE_WINDOW_MS`; between four fifths of that and all of it), so
+/// that a server that has run for months still shows its last minutes' latency in its
+/// quantiles. Each period of the window keeps a uniform sample of its own values; a
+/// percentile weighs each sampled value by the number of values it stands for, so a busy
+/// period counts for more than a quiet one, as its values do.
 #[derive(Debug, Clone, Default)]
 pub struct WindowedPercentiles {
     pub summary: Summary,

@@ -8,7 +8,7 @@
 //! It owns the shell's command line, the parsing of command lines, zkCli's output formats, the
 //! interactive editor (history in `~/.zoolog_history`, Tab completion of commands and of znode
 //! paths listed through the live session, events printed above the line being typed) and the
-//! non-interactive forms (`-c "cmd"`, trailing words, or commands on stdin; see [`batch`] for
+//! non-interactive forms (`-c "cmd"`, trailing words, or commands on stdin; see `batch` for
 //! the exit status). It never speaks the wire protocol itself (zoolog-client does) and never
 //! retries a command on its own.
 //!

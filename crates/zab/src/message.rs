@@ -309,7 +309,7 @@ impl Message {
     }
 
     /// The encoding, as consecutive parts to be sent one after the other. A payload of at least
-    /// [`SHARED_PAYLOAD_BYTES_MIN`] is its own part, sharing the message's buffer rather than
+    /// `SHARED_PAYLOAD_BYTES_MIN` is its own part, sharing the message's buffer rather than
     /// copied: a snapshot to a learner, or a large value proposed to every follower.
     pub fn encode_parts(&self) -> Vec<Bytes> {
         let mut out = Encoder::default();
