@@ -4,9 +4,11 @@ sync-then-read that stays linearizable when the leader is cut off.
 
 One ensemble of 3 participants and 1 observer behind the fault proxy (tests/ensemble) serves the
 module; every test leaves it healed with a quorum. The snapshot catch-up test starts an ensemble
-of its own, which snapshots every few entries. ZK_KIND=apache runs the same tests
-against Debian's ZooKeeper, except where ZooKeeper is known to fall short (said at the test).
+of its own, which snapshots every few entries, and the read-only test one with local sessions.
+ZK_KIND=apache runs the same tests against Debian's ZooKeeper, except where ZooKeeper is known
+to fall short (said at the test).
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -36,11 +38,12 @@ KIND = os.environ.get("ZK_KIND", "zoolog")
 OBSERVER = 4
 
 
-@pytest.fixture(scope="module")
-def ens():
-    root = tempfile.mkdtemp(prefix="zoolog-semantics-")
+@contextlib.contextmanager
+def running_ensemble(prefix, settings):
+    """3 participants and 1 observer behind the fault proxy, read-only mode on."""
+    root = tempfile.mkdtemp(prefix=prefix)
     ensemble = Ensemble.create(root, 3, observers=1, proxy=True,
-                               settings={"-Dreadonlymode.enabled": "true"})
+                               settings={"-Dreadonlymode.enabled": "true", **settings})
     try:
         ensemble.up(timeout_s=90)
         yield ensemble
@@ -48,6 +51,22 @@ def ens():
         ensemble.destroy()
         if os.environ.get("ZK_ENSEMBLE_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ens():
+    with running_ensemble("zoolog-semantics-", {}) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def local_sessions_ens():
+    """An ensemble of its own with local sessions on: Apache ZooKeeper's read-only server makes
+    new sessions only as local ones (without them it answers a read-only client's connect with
+    NOTREADONLY), and a local session cannot move, which the other tests need. zoolog ignores
+    the key: its read-only sessions are always local, and its others can always move."""
+    with running_ensemble("zoolog-semantics-local-", {"localSessionsEnabled": "true"}) as ensemble:
+        yield ensemble
 
 
 @pytest.fixture(autouse=True)
@@ -235,7 +254,8 @@ def test_a_client_that_only_reads_keeps_its_session_without_a_log_entry_at_every
         reader.close()
 
 
-def test_a_server_cut_off_from_the_quorum_serves_read_only_sessions_and_rejoins(ens):
+def test_a_server_cut_off_from_the_quorum_serves_read_only_sessions_and_rejoins(local_sessions_ens):
+    ens = local_sessions_ens
     cut = follower(ens)
     writer = client(ens.hosts(ens.leader()))
     try:
