@@ -56,6 +56,15 @@
 //! - **`sync` is a log entry** in an ensemble: its reply leaves only after it is applied here,
 //!   so everything committed before the sync was ordered is visible to the reads after it, on
 //!   any server and across leader changes (a deposed leader cannot order it at all).
+//! - **Reaping is judged on one clock, applied by a condition.** A TTL node or a container that
+//!   never had a child is due once unchanged for long enough; a node's mtime is stamped by the
+//!   wall clock of whichever server took the write, so comparing it with another server's clock
+//!   would let their skew (or a clock step) delete a node early. Instead every server's reaper
+//!   notes, on its monotonic clock, when a check first saw each node's last change (its mzxid):
+//!   the change happened no later, so the time since is never more than the node's true idle
+//!   time. Only the deciding server appends `Reap { path, unchanged_since: mzxid }`, and every
+//!   replica deletes the node only if it is still childless with that mzxid: a change ordered
+//!   after the judgment cancels it everywhere, whoever judged and however late it is ordered.
 
 pub mod admin;
 pub mod auth;
