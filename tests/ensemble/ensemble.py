@@ -122,8 +122,11 @@ class Ensemble:
     # ---- layout -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory, participants, observers=0, proxy=False, settings=None, kind=None):
-        """Writes DIR/ensemble.json and every server's zoo.cfg and myid; starts nothing."""
+    def create(cls, directory, participants, observers=0, proxy=False, settings=None, kind=None,
+               wall_clocks=None):
+        """Writes DIR/ensemble.json and every server's zoo.cfg and myid; starts nothing.
+        wall_clocks maps server ids to libfaketime offsets ("-1h", "+30m"): those servers' wall
+        clocks read that far off (their monotonic clocks do not)."""
         kind = kind or os.environ.get("ZK_KIND", "zoolog")
         if kind not in ("zoolog", "apache"):
             raise EnsembleError(f"ZK_KIND must be zoolog or apache, not {kind}")
@@ -137,6 +140,7 @@ class Ensemble:
                 "role": "participant" if i <= participants else "observer",
                 "client_port": next(ports), "quorum_port": next(ports), "election_port": next(ports),
                 "dir": str(d / f"s{i}"),
+                "wall_clock": (wall_clocks or {}).get(i),
             }
         links = []
         if proxy:
@@ -234,6 +238,17 @@ class Ensemble:
         binary = os.environ.get("ZOOLOG_BIN", str(REPO / "target" / "release" / "zoolog"))
         return [binary, "serve", "--config", cfg, *self.state.get("properties", [])]
 
+    def _environment(self, sid):
+        """The server's environment: ours, with its wall clock set off by libfaketime if asked."""
+        offset = self.servers[sid].get("wall_clock")
+        if offset is None:
+            return None
+        library = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), None)
+        if library is None:
+            raise EnsembleError("a skewed wall clock needs libfaketime (Debian's faketime)")
+        return {**os.environ, "LD_PRELOAD": str(library), "FAKETIME": offset,
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
     def start(self, sid, wait_s=30.0):
         """Starts server sid (again) with its config and data; waits until it answers ruok."""
         if self.running(sid):
@@ -243,7 +258,8 @@ class Ensemble:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
             proc = subprocess.Popen(self._command(sid), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=self._environment(sid))
         (sdir / "pid").write_text(str(proc.pid))
         if wait_s:
             self.wait_ruok(sid, wait_s)

@@ -24,6 +24,7 @@ from kazoo.exceptions import NotReadOnlyCallError
 from kazoo.retry import KazooRetry
 
 import zkwire
+from test_kazoo_support import create_ttl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
 from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter  # noqa: E402
@@ -393,6 +394,38 @@ def catch_up_by_snapshot(directory, values, snap_count):
             assert "installed a snapshot" in log, "the follower caught up without a snapshot"
     finally:
         behind_ensemble.destroy()
+
+
+def test_ttl_nodes_wait_out_their_ttl_whatever_the_members_wall_clocks_say(tmp_path):
+    """Server 1's wall clock reads an hour behind server 2's, server 3's an hour ahead (through
+    libfaketime). Whichever leads, a TTL node made through each member is deleted neither
+    before its TTL (one stamped by a clock behind the reaper's would look an hour old) nor an
+    hour after it (one stamped ahead would look new for an hour)."""
+    ttl_ms = 10_000
+    skewed = Ensemble.create(str(tmp_path), 3, wall_clocks={1: "-1h", 3: "+1h"},
+                             settings={"-Dzookeeper.extendedTypesEnabled": "true",
+                                       "-Dznode.container.checkIntervalMs": "200"})
+    try:
+        skewed.up(timeout_s=90)
+        clients = {sid: client(skewed.hosts(sid)) for sid in skewed.participants}
+        try:
+            for sid, c in clients.items():
+                create_ttl(c, f"/ttl-{sid}", ttl_ms)
+            created = time.monotonic()
+            time.sleep(2)
+            observer = clients[skewed.leader()]
+            observer.sync("/")
+            elapsed_ms = (time.monotonic() - created) * 1000
+            if elapsed_ms < ttl_ms:  # a stalled test process proves nothing here
+                assert sorted(observer.get_children("/")) == ["ttl-1", "ttl-2", "ttl-3", "zookeeper"]
+            wait_for(lambda: not any(n.startswith("ttl-") for n in observer.get_children("/")),
+                     ttl_ms / 1000 + 30, "every TTL node to be reaped")
+        finally:
+            for c in clients.values():
+                c.stop()
+                c.close()
+    finally:
+        skewed.destroy()
 
 
 def test_a_follower_far_behind_catches_up_by_a_snapshot(tmp_path):
