@@ -202,14 +202,14 @@ impl ZkChecker {
 
     /// The entry at `position` joined the common sequence: some server delivered it first at
     /// `now_us`. Says which session it expired, if it was an expiry that ended one; its
-    /// order time is its command's wall time less `wall_epoch_ms`, the wall clock at
-    /// simulated time 0 of the server that stamped it.
+    /// order time is the simulated time (ms) at which the clock of the server that stamped it
+    /// read its command's wall time, as `simulated_ms_of` tells.
     pub fn committed(
         &mut self,
         position: u64,
         payload: &[u8],
         now_us: u64,
-        wall_epoch_ms: i64,
+        simulated_ms_of: impl Fn(i64) -> i64,
     ) -> Result<Option<Expiry>, String> {
         if payload.len() < 16 {
             return Err(format!("entry {position} is not a Core envelope"));
@@ -254,7 +254,7 @@ impl ZkChecker {
             if self.tree.session(command.session_id).is_none() {
                 self.ended_in_log.insert(command.session_id, end);
                 if let LogEnd::Expired { .. } = end {
-                    let ordered_ms = u64::try_from(command.time_ms - wall_epoch_ms)
+                    let ordered_ms = u64::try_from(simulated_ms_of(command.time_ms))
                         .map_err(|_| format!("entry {position}: an expiry dated before time 0"))?;
                     expiry = Some(Expiry {
                         session_id: command.session_id,

@@ -760,10 +760,10 @@ impl World {
                     .get(&u64::from_be_bytes(origin.try_into().unwrap()))
             })
             .ok_or_else(|| format!("entry {position} comes from no server's front end"))?;
-        let wall_epoch_ms = zk.clocks[*stamper].wall_epoch_ms();
-        let expiry = zk
-            .checker
-            .committed(position, payload, now, wall_epoch_ms)?;
+        let clock = zk.clocks[*stamper];
+        let expiry = zk.checker.committed(position, payload, now, |wall_ms| {
+            clock.simulated_ms_of(wall_ms)
+        })?;
         match expiry {
             Some(expiry) => self.check_expiry_heard(expiry),
             None => Ok(()),
