@@ -2155,27 +2155,33 @@ mod tests {
         assert!(layer.queued.lock().unwrap().is_empty(), "nothing logged");
     }
 
+    /// Hands `core` the committed entry at `position`: `command` from another member.
+    fn commit_from_elsewhere(core: &mut Core, position: Zxid, command: Command) {
+        let envelope = Envelope {
+            origin: 99,
+            connection: 9,
+            command,
+        };
+        let entry = bytes::Bytes::from(envelope.encode());
+        core.handle(Input::Committed { position, entry }, at_ms(10));
+    }
+
     #[test]
     fn a_write_that_lost_its_session_to_another_connection_closes_its_own_unanswered() {
         let (mut core, layer) = follower_with_a_session(false);
         // Another server's Attach, ordered late: a connection elsewhere now holds the session.
         let password = core.tree.session(1).unwrap().password.clone();
-        let attach = Envelope {
-            origin: 99,
-            connection: 9,
-            command: Command {
-                session_id: 1,
-                cxid: 0,
-                time_ms: 0,
+        let attach = Command {
+            session_id: 1,
+            cxid: 0,
+            time_ms: 0,
+            owner: 4242,
+            op: CommandOp::Attach {
                 owner: 4242,
-                op: CommandOp::Attach {
-                    owner: 4242,
-                    password,
-                },
+                password,
             },
         };
-        let entry = bytes::Bytes::from(attach.encode());
-        core.handle(Input::Committed { position: 2, entry }, at_ms(10));
+        commit_from_elsewhere(&mut core, 2, attach);
         let delete = Request::Delete(zoolog_proto::DeleteRequest {
             path: "/x".into(),
             version: -1,
@@ -2196,17 +2202,6 @@ mod tests {
             .iter()
             .any(|output| matches!(output, Output::Write { connection: 1, .. }));
         assert!(closed && !answered);
-    }
-
-    /// Hands `core` the committed entry at `position`: `command` from another member.
-    fn commit_from_elsewhere(core: &mut Core, position: Zxid, command: Command) {
-        let envelope = Envelope {
-            origin: 99,
-            connection: 9,
-            command,
-        };
-        let entry = bytes::Bytes::from(envelope.encode());
-        core.handle(Input::Committed { position, entry }, at_ms(10));
     }
 
     #[test]
