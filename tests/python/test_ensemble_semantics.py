@@ -4,9 +4,10 @@ sync-then-read that stays linearizable when the leader is cut off.
 
 One ensemble of 3 participants and 1 observer behind the fault proxy (tests/ensemble) serves the
 module; every test leaves it healed with a quorum. The snapshot catch-up test starts an ensemble
-of its own, which snapshots every few entries, and the read-only test one with local sessions.
-ZK_KIND=apache runs the same tests against Debian's ZooKeeper, except where ZooKeeper is known
-to fall short (said at the test).
+of its own, which snapshots every few entries, the read-only test one with local sessions, and
+the TTL test one whose members' wall clocks read an hour apart. ZK_KIND=apache runs the same
+tests against Debian's ZooKeeper, except where ZooKeeper is known to fall short (said at the
+test).
 """
 import contextlib
 import os
@@ -409,16 +410,16 @@ def test_ttl_nodes_wait_out_their_ttl_whatever_the_members_wall_clocks_say(tmp_p
         skewed.up(timeout_s=90)
         clients = {sid: client(skewed.hosts(sid)) for sid in skewed.participants}
         try:
+            created = time.monotonic()
             for sid, c in clients.items():
                 create_ttl(c, f"/ttl-{sid}", ttl_ms)
-            created = time.monotonic()
             time.sleep(2)
-            observer = clients[skewed.leader()]
-            observer.sync("/")
+            reader = clients[skewed.leader()]
+            reader.sync("/")
             elapsed_ms = (time.monotonic() - created) * 1000
             if elapsed_ms < ttl_ms:  # a stalled test process proves nothing here
-                assert sorted(observer.get_children("/")) == ["ttl-1", "ttl-2", "ttl-3", "zookeeper"]
-            wait_for(lambda: not any(n.startswith("ttl-") for n in observer.get_children("/")),
+                assert sorted(reader.get_children("/")) == ["ttl-1", "ttl-2", "ttl-3", "zookeeper"]
+            wait_for(lambda: not any(n.startswith("ttl-") for n in reader.get_children("/")),
                      ttl_ms / 1000 + 30, "every TTL node to be reaped")
         finally:
             for c in clients.values():

@@ -1979,6 +1979,26 @@ mod tests {
         }
     }
 
+    /// The Core of member 1 of a two-member ensemble with `config`'s other settings, in
+    /// `role`, over a layer the test can make refuse.
+    fn member_of_two(config: ServerConfig, role: Role) -> (Core, Arc<QueueLayer>) {
+        let member = crate::config::PeerConfig::local_participant();
+        let config = Arc::new(ServerConfig {
+            ensemble: Some(crate::config::EnsembleConfig {
+                members: [(1, member.clone()), (2, member)].into(),
+                init_limit: 10,
+                sync_limit: 5,
+                observer: false,
+            }),
+            ..config
+        });
+        let layer = Arc::new(QueueLayer::default());
+        let tree = DataTree::new(crate::shell::tree_config(&config));
+        let mut core = Core::new(config, layer.clone(), tree, 7, at_ms(0));
+        core.handle(Input::Role(role), at_ms(0));
+        (core, layer)
+    }
+
     /// A follower's Core with one session (6 s timeout) whose client pinged at 1.9 s, over
     /// a layer the test can make refuse.
     fn follower_with_a_pinged_session() -> (Core, Arc<QueueLayer>) {
@@ -1990,26 +2010,16 @@ mod tests {
     /// A follower's Core whose connection 1 holds the session (6 s timeout) created by entry
     /// 1, over a layer the test can make refuse.
     fn follower_with_a_session(read_only_mode_enabled: bool) -> (Core, Arc<QueueLayer>) {
-        let member = crate::config::PeerConfig::local_participant();
-        let config = Arc::new(ServerConfig {
+        let config = ServerConfig {
             tick_ms: 500,
             read_only_mode_enabled,
-            ensemble: Some(crate::config::EnsembleConfig {
-                members: [(1, member.clone()), (2, member)].into(),
-                init_limit: 10,
-                sync_limit: 5,
-                observer: false,
-            }),
             ..ServerConfig::default()
-        });
-        let layer = Arc::new(QueueLayer::default());
-        let tree = DataTree::new(crate::shell::tree_config(&config));
-        let mut core = Core::new(config, layer.clone(), tree, 7, at_ms(0));
+        };
         let follower = Role::Follower {
             leader: 2,
             epoch: 1,
         };
-        core.handle(Input::Role(follower), at_ms(0));
+        let (mut core, layer) = member_of_two(config, follower);
         core.handle(
             Input::Opened {
                 connection: 1,
@@ -2206,22 +2216,12 @@ mod tests {
 
     #[test]
     fn a_ttl_node_stamped_by_a_lagging_clock_waits_out_its_ttl_on_the_deciders_clock() {
-        let member = crate::config::PeerConfig::local_participant();
-        let config = Arc::new(ServerConfig {
+        let config = ServerConfig {
             extended_types_enabled: true,
             container_check_interval_ms: 100,
-            ensemble: Some(crate::config::EnsembleConfig {
-                members: [(1, member.clone()), (2, member)].into(),
-                init_limit: 10,
-                sync_limit: 5,
-                observer: false,
-            }),
             ..ServerConfig::default()
-        });
-        let layer = Arc::new(QueueLayer::default());
-        let tree = DataTree::new(crate::shell::tree_config(&config));
-        let mut core = Core::new(config, layer.clone(), tree, 7, at_ms(0));
-        core.handle(Input::Role(Role::Leader { epoch: 1 }), at_ms(0));
+        };
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
         let command = |session_id, time_ms, op| Command {
             session_id,
             cxid: 1,

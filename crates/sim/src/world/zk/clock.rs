@@ -13,7 +13,7 @@ use crate::rng::Rng;
 /// The random stream of the clocks: seeds without skew keep every other choice.
 const CLOCK_STREAM: u64 = 6;
 /// The wall clock of every server at simulated time 0, before its skew.
-pub(super) const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
+const WALL_EPOCH_MS: i64 = 1_700_000_000_000;
 const WALL_SKEW_MAX_MS: u64 = 5_000;
 /// A stepped clock is stepped within this long of the simulation's start (or after its end).
 const WALL_STEP_BY_MS: u64 = 30_000;
