@@ -2,11 +2,11 @@
 //! TTL nodes under the root, and ephemeral sequential nodes in the containers (as lock and
 //! queue recipes do), and the deciding server's reaper deletes each once it is due (a
 //! container when it is empty after having had a child, or after `container_never_used_ms`
-//! if it never had one; a TTL node after its TTL; times counted from the last change). Checked (with `zkcheck`): a create answers the
-//! path it made; the reaper deletes nothing before it is due; and once faults have stopped,
-//! it deletes whatever is due: the run does not count as settled before that (so a reaper
-//! that stops fails the liveness deadline). Due by the simulation's time: the servers'
-//! clocks may be skewed (`clock`).
+//! if it never had one; a TTL node after its TTL; times counted from the last change).
+//! Checked (with `zkcheck`): a create answers the path it made; the reaper deletes nothing
+//! before it is due; and once faults have stopped, it deletes whatever is due: the run does
+//! not count as settled before that (so a reaper that stops fails the liveness deadline). Due
+//! by the simulation's time: the servers' clocks may be skewed (`clock`).
 
 use zoolog_proto::{CreateRequest, CreateTtlRequest, Request};
 
