@@ -1521,13 +1521,7 @@ impl Core {
     /// server deciding expiry (which may change) knows of clients connected elsewhere.
     fn note_signs_of_life(&mut self, command: &Command) {
         let now_ms = self.now.monotonic_ms;
-        let just_now = [SessionSeen::just_now(command.session_id)];
-        let listed: &[SessionSeen] = match &command.op {
-            CommandOp::Touch { sessions } => sessions,
-            CommandOp::Write { .. } | CommandOp::Attach { .. } => &just_now,
-            _ => &[],
-        };
-        for seen in listed {
+        for seen in command.sessions_heard() {
             if let Some(session) = self.sessions.get_mut(&seen.session_id) {
                 session.heard_in_log(now_ms.saturating_sub(u64::from(seen.idle_ms)));
             }

@@ -43,6 +43,9 @@
 //!   refused with NOTREADONLY, and none of them is ever ordered (checked at the end).
 //! - A client is told its session expired only once the log has ended it (unless the client
 //!   sent a close, which a server may count as done before it commits).
+//! - An expiry is decided a whole timeout after the log's latest news of the session's
+//!   client (the first delivery of its last sign of life, less the idle time that reports),
+//!   whatever the faults: whichever server decides counts from its own delivery of that news.
 //! - Sessions live while their clients talk (in `world::zk`): once faults have stopped, no
 //!   expiry is ordered less than half a timeout after a frame that a serving server heard in a
 //!   steady stream from the client, and no client learns that its session expired after it
@@ -53,7 +56,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use zoolog_proto::{ErrorCode, Request};
-use zoolog_tree::{Command, CommandOp, DataTree, TreeConfig};
+use zoolog_tree::{Command, CommandOp, DataTree, Outcome, TreeConfig};
 
 /// What a watched znode holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +134,10 @@ pub struct ZkChecker {
     /// How the log ended the sessions it ended: closed, or expired, with when that expiry was
     /// first delivered (µs), no earlier than it was ordered.
     pub ended_in_log: BTreeMap<i64, LogEnd>,
+    /// For each session of the common state, the latest time (µs) its client was heard from
+    /// by the log's account, never later than any server's: a sign of life's first delivery,
+    /// less the idle time it reports.
+    news_us: BTreeMap<i64, u64>,
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -181,6 +188,7 @@ impl ZkChecker {
             max_write_ack: 0,
             ended_sessions: BTreeSet::new(),
             ended_in_log: BTreeMap::new(),
+            news_us: BTreeMap::new(),
             write_acks: 0,
             reads_checked: 0,
             synced_reads: 0,
@@ -248,19 +256,26 @@ impl ZkChecker {
             CommandOp::Reap { path, .. } => self.tree.stat(path).map(|_| path.clone()),
             _ => None,
         };
-        self.tree.apply(position as i64, &command);
+        let applied = self.tree.apply(position as i64, &command);
+        if let Outcome::SessionCreated { session_id, .. } = applied.outcome {
+            self.news_us.insert(session_id, now_us);
+        }
+        self.note_signs_of_life(position as i64, &command, now_us);
         let mut expiry = None;
         if let (Some(end), Some(timeout_ms)) = (end, timeout_ms) {
             if self.tree.session(command.session_id).is_none() {
                 self.ended_in_log.insert(command.session_id, end);
+                let news_us = self.news_us.remove(&command.session_id);
                 if let LogEnd::Expired { .. } = end {
                     let ordered_ms = u64::try_from(simulated_ms_of(command.time_ms))
                         .map_err(|_| format!("entry {position}: an expiry dated before time 0"))?;
-                    expiry = Some(Expiry {
+                    let ended = Expiry {
                         session_id: command.session_id,
                         timeout_ms,
                         ordered_us: ordered_ms * 1000,
-                    });
+                    };
+                    check_expiry_due(position, ended, news_us)?;
+                    expiry = Some(ended);
                 }
             }
         }
@@ -292,6 +307,23 @@ impl ZkChecker {
         }
         self.track_reapable(position as i64, &command, reaping, now_us)?;
         Ok(expiry)
+    }
+
+    /// Notes when the entry at `position`, first delivered at `now_us`, says the clients of
+    /// the sessions it touched were last heard from (a creation is noted by the caller: the
+    /// session's id comes from its outcome).
+    fn note_signs_of_life(&mut self, position: i64, command: &Command, now_us: u64) {
+        for seen in command.sessions_heard() {
+            let touched = self
+                .tree
+                .session(seen.session_id)
+                .is_some_and(|session| session.touched_at == position);
+            if touched {
+                let heard_us = now_us.saturating_sub(u64::from(seen.idle_ms) * 1000);
+                let news_us = self.news_us.entry(seen.session_id).or_default();
+                *news_us = (*news_us).max(heard_us);
+            }
+        }
     }
 
     /// Keeps `reapable` up to date with the entry at `position`, which joined the common
@@ -528,6 +560,30 @@ fn gained_a_child(
         }
         _ => false,
     }
+}
+
+/// An expiry that ended a session at `position` was decided a whole timeout after the news
+/// of its client that the log held (`news_us`), faults or not: the deciding server counts
+/// from its own delivery of that news, no earlier than the first one, less the idle time the
+/// news reports. Its clocks read whole milliseconds, and the expiry's order time is the
+/// start of the millisecond it was stamped in: two milliseconds of slack.
+fn check_expiry_due(position: u64, expiry: Expiry, news_us: Option<u64>) -> Result<(), String> {
+    const ROUNDING_US: u64 = 2_000;
+    let news_us = news_us.ok_or_else(|| {
+        format!(
+            "entry {position}: session {:#x} expired with no sign of life in the log",
+            expiry.session_id
+        )
+    })?;
+    let timeout_us = u64::try_from(expiry.timeout_ms).unwrap_or(0) * 1000;
+    if expiry.ordered_us + ROUNDING_US < news_us + timeout_us {
+        return Err(format!(
+            "entry {position}: session {:#x} (timeout {} ms) expired, ordered at about {} us, \
+             although the log had news of its client from {news_us} us",
+            expiry.session_id, expiry.timeout_ms, expiry.ordered_us
+        ));
+    }
+    Ok(())
 }
 
 fn sorted_children(tree: &DataTree, path: &str) -> Vec<String> {

@@ -118,6 +118,20 @@ impl Jute for SessionSeen {
 }
 
 impl Command {
+    /// The sessions whose clients this command says were heard from, each with how long
+    /// before the command that was: a Touch's list, or the own session of a Write or an
+    /// Attach, just now. Whether each counts as a sign of life is the apply's to say (a
+    /// write from another owner, an attach with a wrong password do not).
+    pub fn sessions_heard(&self) -> impl Iterator<Item = SessionSeen> + '_ {
+        let listed: &[SessionSeen] = match &self.op {
+            CommandOp::Touch { sessions } => sessions,
+            _ => &[],
+        };
+        let direct = matches!(self.op, CommandOp::Write { .. } | CommandOp::Attach { .. })
+            .then(|| SessionSeen::just_now(self.session_id));
+        listed.iter().copied().chain(direct)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.push(ENCODING_VERSION);

@@ -481,3 +481,62 @@ fn a_tree_tells_an_ended_session_from_one_created_after_its_last_entry() {
         "ended, not unknown"
     );
 }
+
+#[test]
+fn a_command_names_the_sessions_it_heard_from() {
+    let command = |session_id, op| Command {
+        session_id,
+        cxid: 1,
+        time_ms: 0,
+        owner: 7,
+        op,
+    };
+    let heard = |command: &Command| command.sessions_heard().collect::<Vec<_>>();
+    let reported = vec![
+        SessionSeen {
+            session_id: 3,
+            idle_ms: 40,
+        },
+        SessionSeen::just_now(4),
+    ];
+    let touch = command(
+        0,
+        CommandOp::Touch {
+            sessions: reported.clone(),
+        },
+    );
+    assert_eq!(
+        heard(&touch),
+        reported,
+        "a Touch: its list, idle times kept"
+    );
+    let write = command(
+        5,
+        CommandOp::Write {
+            request: set_data("/a"),
+            identities: vec![],
+        },
+    );
+    assert_eq!(heard(&write), seen(&[5]));
+    let attach = command(
+        6,
+        CommandOp::Attach {
+            owner: 8,
+            password: vec![0; 16],
+        },
+    );
+    assert_eq!(heard(&attach), seen(&[6]));
+    let others = [
+        CommandOp::CloseSession,
+        CommandOp::Expire {
+            unless_touched_after: 1,
+        },
+        CommandOp::CreateSession {
+            timeout_ms: 100,
+            password: vec![0; 16],
+        },
+    ];
+    for op in others {
+        assert_eq!(heard(&command(5, op)), vec![], "no news of a client");
+    }
+}
