@@ -958,7 +958,10 @@ impl Core {
     /// Appends an expiry for every session whose deadline passed. It is conditional on no sign
     /// of life being ordered after the last one this server applied, so it is harmless if the
     /// client was active elsewhere meanwhile. Connections close when the expiry applies: the
-    /// client learns of it when it reconnects, as in ZooKeeper.
+    /// client learns of it when it reconnects, as in ZooKeeper. Expiries go ahead of the
+    /// client commands waiting to be ordered: behind a backlog of writes (which refills as
+    /// fast as it drains while clients pipeline), a dead client's session and its ephemerals
+    /// (a lock, a group membership) would otherwise outlive it for as long as the load lasts.
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
         let mut expired: Vec<i64> = self
@@ -981,7 +984,7 @@ impl Core {
                     unless_touched_after: info.touched_at,
                 },
             };
-            if !self.append(0, command) {
+            if !self.append_urgent(command) {
                 return; // tried again at the next tick
             }
             tracing::info!(
@@ -1474,7 +1477,7 @@ impl Core {
         let applied = self.tree.apply(position, &envelope.command);
         self.snapshot_schedule.record(entry.len());
         self.deliver_watch_events(position, &applied.triggers);
-        self.note_signs_of_life(&envelope.command);
+        self.note_signs_of_life(position, &envelope.command);
         let ours = envelope.origin == self.origin;
         match applied.outcome {
             Outcome::SessionCreated {
@@ -1517,11 +1520,13 @@ impl Core {
         self.maybe_snapshot();
     }
 
-    /// Whatever the log says of a session's activity keeps it alive here too, so that the
-    /// server deciding expiry (which may change) knows of clients connected elsewhere.
-    fn note_signs_of_life(&mut self, command: &Command) {
+    /// Whatever the log counts as a session's sign of life (the entry at `position` moved
+    /// its `touched_at`) keeps it alive here too, so that the server deciding expiry (which
+    /// may change) knows of clients connected elsewhere. A write from a connection the client
+    /// has left is no such sign: sent before the client moved, it may be ordered long after.
+    fn note_signs_of_life(&mut self, position: Zxid, command: &Command) {
         let now_ms = self.now.monotonic_ms;
-        for seen in command.sessions_heard() {
+        for seen in self.tree.signs_of_life(position, command) {
             if let Some(session) = self.sessions.get_mut(&seen.session_id) {
                 session.heard_in_log(now_ms.saturating_sub(u64::from(seen.idle_ms)));
             }
@@ -1576,7 +1581,15 @@ impl Core {
         for connection in connections {
             self.close(connection);
         }
-        self.sessions = live_sessions(&tree, self.now.monotonic_ms);
+        let mut sessions = live_sessions(&tree, self.now.monotonic_ms);
+        // What this server heard from a client before the snapshot is still news to report
+        // (a session in `touched` is reported from it); the install itself is no contact.
+        for (id, session) in &mut sessions {
+            if let Some(before) = self.sessions.get(id) {
+                session.heard_ms = before.heard_ms;
+            }
+        }
+        self.sessions = sessions;
         self.tree = tree;
         self.snapshot_schedule.restart();
     }
@@ -2301,6 +2314,61 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_goes_ahead_of_client_commands_and_past_their_full_queue_on_time() {
+        let config = ServerConfig {
+            tick_ms: 500,
+            ..ServerConfig::default()
+        };
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let create_session = Command {
+            session_id: 0,
+            cxid: 0,
+            time_ms: 0,
+            owner: 4242,
+            op: CommandOp::CreateSession {
+                timeout_ms: 6_000,
+                password: vec![0; 16],
+            },
+        };
+        commit_from_elsewhere(&mut core, 1, create_session);
+        let session_id = core.tree.sessions().next().unwrap().0;
+        // A write the client sent on a connection it has since left, ordered late: no news
+        // of it now, so no later deadline.
+        let stale_write = Command {
+            session_id,
+            cxid: 5,
+            time_ms: 0,
+            owner: 99,
+            op: CommandOp::Write {
+                request: Request::Sync(zoolog_proto::PathRequest { path: "/".into() }),
+                identities: vec![],
+            },
+        };
+        let envelope = Envelope {
+            origin: 99,
+            connection: 9,
+            command: stale_write,
+        };
+        let entry = bytes::Bytes::from(envelope.encode());
+        core.handle(Input::Committed { position: 2, entry }, at_ms(5_000));
+
+        layer.refuse(true, false);
+        core.handle(Input::Tick, at_ms(6_100));
+
+        let entry = layer.urgent.lock().unwrap().pop_front();
+        let command = Envelope::decode(&entry.expect("an expiry was appended"))
+            .unwrap()
+            .command;
+        assert_eq!(command.session_id, session_id);
+        assert_eq!(
+            command.op,
+            CommandOp::Expire {
+                unless_touched_after: 1
+            }
+        );
+    }
+
+    #[test]
     fn a_touch_comes_a_third_of_the_timeout_after_the_last_one_even_if_not_yet_ordered() {
         let (mut core, layer) = follower_with_a_pinged_session();
         core.handle(Input::Tick, at_ms(2_000));
@@ -2320,6 +2388,26 @@ mod tests {
             idle_in_the_next_report(&layer),
             150,
             "heard from at the ping, 3.6 s"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_installed_after_a_ping_leaves_the_report_counting_from_the_ping() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+        let mut tree_bytes = Vec::new();
+        core.tree.encode_snapshot(&mut tree_bytes);
+        let install = Input::InstallSnapshot {
+            tree_bytes: tree_bytes.into(),
+        };
+        core.handle(install, at_ms(1_950));
+
+        // The install counts as news of every session (a full timeout): the report comes a
+        // third of the timeout, less a check interval, after it.
+        core.handle(Input::Tick, at_ms(3_700));
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            1_800,
+            "heard from at the ping, 1.9 s, not at the install"
         );
     }
 

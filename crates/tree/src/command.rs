@@ -120,9 +120,9 @@ impl Jute for SessionSeen {
 impl Command {
     /// The sessions whose clients this command says were heard from, each with how long
     /// before the command that was: a Touch's list, or the own session of a Write or an
-    /// Attach, just now. Whether each counts as a sign of life is the apply's to say (a
-    /// write from another owner, an attach with a wrong password do not).
-    pub fn sessions_heard(&self) -> impl Iterator<Item = SessionSeen> + '_ {
+    /// Attach, just now. Whether each counts as a sign of life is the apply's to say
+    /// ([`crate::DataTree::signs_of_life`]).
+    pub(crate) fn sessions_heard(&self) -> impl Iterator<Item = SessionSeen> + '_ {
         let listed: &[SessionSeen] = match &self.op {
             CommandOp::Touch { sessions } => sessions,
             _ => &[],

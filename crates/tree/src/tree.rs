@@ -6,7 +6,7 @@ use bytes::Bytes;
 use crate::acl;
 use crate::node::{Children, Node, NodeKind};
 use crate::path;
-use crate::{Command, CommandOp, TreeConfig, Zxid};
+use crate::{Command, CommandOp, SessionSeen, TreeConfig, Zxid};
 use imbl::{GenericHashMap, OrdMap, OrdSet};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
@@ -263,6 +263,21 @@ impl DataTree {
 
     pub fn session(&self, session_id: i64) -> Option<&SessionInfo> {
         self.sessions.get(&session_id)
+    }
+
+    /// The sessions that `command`, just applied at `zxid`, showed alive: those a Touch found
+    /// live, and the session of a Write from its owner or of an Attach that proved itself.
+    /// Each comes with how long before the command its client was heard from. (A creation is
+    /// not among them: its session's id is in the outcome.)
+    pub fn signs_of_life<'a>(
+        &'a self,
+        zxid: Zxid,
+        command: &'a Command,
+    ) -> impl Iterator<Item = SessionSeen> + 'a {
+        command.sessions_heard().filter(move |seen| {
+            self.session(seen.session_id)
+                .is_some_and(|session| session.touched_at == zxid)
+        })
     }
 
     /// Whether this tree has applied the entry that created `session_id` (its id carries that

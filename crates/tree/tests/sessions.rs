@@ -483,60 +483,50 @@ fn a_tree_tells_an_ended_session_from_one_created_after_its_last_entry() {
 }
 
 #[test]
-fn a_command_names_the_sessions_it_heard_from() {
-    let command = |session_id, op| Command {
-        session_id,
-        cxid: 1,
-        time_ms: 0,
-        owner: 7,
-        op,
+fn signs_of_life_are_the_commands_that_moved_touched_at() {
+    let mut h = Harness::new();
+    let session = h.session;
+    let signs = |h: &mut Harness, session_id: i64, op: CommandOp| {
+        h.apply_op(session_id, op.clone());
+        let command = Command {
+            session_id,
+            cxid: 1,
+            time_ms: 0,
+            owner: h.owner,
+            op,
+        };
+        h.tree.signs_of_life(h.zxid, &command).collect::<Vec<_>>()
     };
-    let heard = |command: &Command| command.sessions_heard().collect::<Vec<_>>();
-    let reported = vec![
-        SessionSeen {
-            session_id: 3,
-            idle_ms: 40,
-        },
-        SessionSeen::just_now(4),
-    ];
-    let touch = command(
-        0,
-        CommandOp::Touch {
-            sessions: reported.clone(),
-        },
-    );
+    let reported = SessionSeen {
+        session_id: session,
+        idle_ms: 40,
+    };
+    let touch = CommandOp::Touch {
+        sessions: vec![reported, SessionSeen::just_now(999)],
+    };
     assert_eq!(
-        heard(&touch),
-        reported,
-        "a Touch: its list, idle times kept"
+        signs(&mut h, 0, touch),
+        [reported],
+        "a Touch: its live sessions, idle times kept"
     );
-    let write = command(
-        5,
-        CommandOp::Write {
-            request: set_data("/a"),
-            identities: vec![],
-        },
+    let write = || CommandOp::Write {
+        request: set_data("/"),
+        identities: vec![],
+    };
+    assert_eq!(signs(&mut h, session, write()), seen(&[session]));
+    let attach = |password: u8| CommandOp::Attach {
+        owner: 8,
+        password: vec![password; 16],
+    };
+    assert_eq!(signs(&mut h, session, attach(0)), [], "a wrong password");
+    assert_eq!(signs(&mut h, session, attach(7)), seen(&[session]));
+    assert_eq!(
+        signs(&mut h, session, write()),
+        [],
+        "a write from the connection the client left"
     );
-    assert_eq!(heard(&write), seen(&[5]));
-    let attach = command(
-        6,
-        CommandOp::Attach {
-            owner: 8,
-            password: vec![0; 16],
-        },
-    );
-    assert_eq!(heard(&attach), seen(&[6]));
-    let others = [
-        CommandOp::CloseSession,
-        CommandOp::Expire {
-            unless_touched_after: 1,
-        },
-        CommandOp::CreateSession {
-            timeout_ms: 100,
-            password: vec![0; 16],
-        },
-    ];
-    for op in others {
-        assert_eq!(heard(&command(5, op)), vec![], "no news of a client");
-    }
+    let close = CommandOp::Expire {
+        unless_touched_after: 0,
+    };
+    assert_eq!(signs(&mut h, session, close), [], "an expiry, skipped");
 }
