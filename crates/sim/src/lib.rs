@@ -130,7 +130,7 @@ pub struct Report {
     /// the common state (of which after a sync), sessions created and seen expired, watches
     /// left and seen fire (of which events of persistent watches), read-only sessions taken
     /// and their writes refused, multis that took effect whole and that failed whole,
-    /// containers and TTL nodes reaped.
+    /// containers and TTL nodes reaped, sessions left by clients killed (every one ended).
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -144,6 +144,7 @@ pub struct Report {
     pub reaped: u64,
     pub multis_applied: u64,
     pub multis_failed: u64,
+    pub sessions_abandoned: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -108,13 +108,24 @@ impl Reapable {
     }
 }
 
-/// An expiry that ended a live session: who, the session's timeout, and when the deciding
-/// server appended it (its command's time, to the millisecond).
+/// An expiry that ended a live session: who, the session's timeout, when the deciding
+/// server appended it (its command's time, to the millisecond), the log's latest news of the
+/// client before it (see [`ZkChecker::committed`]), and when the session's latest earlier
+/// expiry, cancelled by a sign of life ordered first, joined the common sequence: the
+/// decider tries again only once it has applied that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiry {
     pub session_id: i64,
     pub timeout_ms: i32,
     pub ordered_us: u64,
+    pub news_us: u64,
+    pub cancelled_us: Option<u64>,
+}
+
+impl Expiry {
+    pub fn timeout_us(&self) -> u64 {
+        u64::try_from(self.timeout_ms).unwrap_or(0) * 1000
+    }
 }
 
 pub struct ZkChecker {
@@ -138,6 +149,9 @@ pub struct ZkChecker {
     /// by the log's account, never later than any server's: a sign of life's first delivery,
     /// less the idle time it reports.
     news_us: BTreeMap<i64, u64>,
+    /// For each session of the common state whose expiry a sign of life ordered before it
+    /// cancelled, when the latest such expiry joined the common sequence (µs).
+    expiry_cancelled_us: BTreeMap<i64, u64>,
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -189,6 +203,7 @@ impl ZkChecker {
             ended_sessions: BTreeSet::new(),
             ended_in_log: BTreeMap::new(),
             news_us: BTreeMap::new(),
+            expiry_cancelled_us: BTreeMap::new(),
             write_acks: 0,
             reads_checked: 0,
             synced_reads: 0,
@@ -257,8 +272,16 @@ impl ZkChecker {
             _ => None,
         };
         let applied = self.tree.apply(position as i64, &command);
-        if let Outcome::SessionCreated { session_id, .. } = applied.outcome {
-            self.news_us.insert(session_id, now_us);
+        match applied.outcome {
+            Outcome::SessionCreated { session_id, .. } => {
+                self.news_us.insert(session_id, now_us);
+            }
+            Outcome::ExpireSkipped {
+                session_exists: true,
+            } => {
+                self.expiry_cancelled_us.insert(command.session_id, now_us);
+            }
+            _ => {}
         }
         self.note_signs_of_life(position as i64, &command, now_us);
         let mut expiry = None;
@@ -266,15 +289,25 @@ impl ZkChecker {
             if self.tree.session(command.session_id).is_none() {
                 self.ended_in_log.insert(command.session_id, end);
                 let news_us = self.news_us.remove(&command.session_id);
+                let cancelled_us = self.expiry_cancelled_us.remove(&command.session_id);
                 if let LogEnd::Expired { .. } = end {
                     let ordered_ms = u64::try_from(simulated_ms_of(command.time_ms))
                         .map_err(|_| format!("entry {position}: an expiry dated before time 0"))?;
+                    let news_us = news_us.ok_or_else(|| {
+                        format!(
+                            "entry {position}: session {:#x} expired with no sign of life in \
+                             the log",
+                            command.session_id
+                        )
+                    })?;
                     let ended = Expiry {
                         session_id: command.session_id,
                         timeout_ms,
                         ordered_us: ordered_ms * 1000,
+                        news_us,
+                        cancelled_us,
                     };
-                    check_expiry_due(position, ended, news_us)?;
+                    check_expiry_due(position, ended)?;
                     expiry = Some(ended);
                 }
             }
@@ -313,16 +346,10 @@ impl ZkChecker {
     /// the sessions it touched were last heard from (a creation is noted by the caller: the
     /// session's id comes from its outcome).
     fn note_signs_of_life(&mut self, position: i64, command: &Command, now_us: u64) {
-        for seen in command.sessions_heard() {
-            let touched = self
-                .tree
-                .session(seen.session_id)
-                .is_some_and(|session| session.touched_at == position);
-            if touched {
-                let heard_us = now_us.saturating_sub(u64::from(seen.idle_ms) * 1000);
-                let news_us = self.news_us.entry(seen.session_id).or_default();
-                *news_us = (*news_us).max(heard_us);
-            }
+        for seen in self.tree.signs_of_life(position, command) {
+            let heard_us = now_us.saturating_sub(u64::from(seen.idle_ms) * 1000);
+            let news_us = self.news_us.entry(seen.session_id).or_default();
+            *news_us = (*news_us).max(heard_us);
         }
     }
 
@@ -563,24 +590,17 @@ fn gained_a_child(
 }
 
 /// An expiry that ended a session at `position` was decided a whole timeout after the news
-/// of its client that the log held (`news_us`), faults or not: the deciding server counts
-/// from its own delivery of that news, no earlier than the first one, less the idle time the
-/// news reports. Its clocks read whole milliseconds, and the expiry's order time is the
-/// start of the millisecond it was stamped in: two milliseconds of slack.
-fn check_expiry_due(position: u64, expiry: Expiry, news_us: Option<u64>) -> Result<(), String> {
+/// of its client that the log held, faults or not: the deciding server counts from its own
+/// delivery of that news, no earlier than the first one, less the idle time the news
+/// reports. Its clocks read whole milliseconds, and the expiry's order time is the start of
+/// the millisecond it was stamped in: two milliseconds of slack.
+fn check_expiry_due(position: u64, expiry: Expiry) -> Result<(), String> {
     const ROUNDING_US: u64 = 2_000;
-    let news_us = news_us.ok_or_else(|| {
-        format!(
-            "entry {position}: session {:#x} expired with no sign of life in the log",
-            expiry.session_id
-        )
-    })?;
-    let timeout_us = u64::try_from(expiry.timeout_ms).unwrap_or(0) * 1000;
-    if expiry.ordered_us + ROUNDING_US < news_us + timeout_us {
+    if expiry.ordered_us + ROUNDING_US < expiry.news_us + expiry.timeout_us() {
         return Err(format!(
             "entry {position}: session {:#x} (timeout {} ms) expired, ordered at about {} us, \
-             although the log had news of its client from {news_us} us",
-            expiry.session_id, expiry.timeout_ms, expiry.ordered_us
+             although the log had news of its client from {} us",
+            expiry.session_id, expiry.timeout_ms, expiry.ordered_us, expiry.news_us
         ));
     }
     Ok(())

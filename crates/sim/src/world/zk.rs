@@ -39,10 +39,12 @@ mod clock;
 mod multi;
 mod persistent;
 mod reaper;
+mod restart;
 use clock::ServerClock;
 use multi::{MultiOp, MULTI_STREAM};
 use persistent::{PersistentWatch, PERSISTENT_STREAM};
 use reaper::Reaping;
+use restart::Restarts;
 
 const PATHS: &[&str] = &["/k0", "/k1", "/k2"];
 /// Where containers may be (see [`reaper`]).
@@ -68,6 +70,8 @@ pub(crate) struct ZkState {
     multi_rng: Option<Rng>,
     /// The reaper's settings, in the seeds whose clients make containers and TTL nodes.
     reaping: Option<Reaping>,
+    /// The clients' deaths, in the seeds that have them.
+    restarts: Option<Restarts>,
     /// Each server's clocks, by index.
     clocks: Vec<ServerClock>,
     /// The server each front end's origin (drawn at its start) belongs to, so that a log
@@ -271,6 +275,26 @@ impl ZkClient {
         self.session.is_none() && self.link == Link::None && self.pending.is_empty()
     }
 
+    /// A new process in place of this client's, which died: no session, no watches, no
+    /// ephemerals, no zxid seen; it connects at `reconnect_at`.
+    fn start_again(&mut self, reconnect_at: u64) {
+        assert!(self.link == Link::None && self.pending.is_empty());
+        self.session = None;
+        self.closing = false;
+        self.ended_link = None;
+        self.last_zxid = 0;
+        self.last_write_zxid = 0;
+        self.seen_mzxid.clear();
+        self.seen_version.clear();
+        self.ephemerals.clear();
+        self.watches.clear();
+        self.setting_watches = None;
+        if let Some(watch) = &mut self.persistent {
+            watch.session_ended();
+        }
+        self.reconnect_at = reconnect_at;
+    }
+
     /// The session the client resumes when it connects: a local one is not resumed.
     fn logged_session(&self) -> Option<&Session> {
         self.session.as_ref().filter(|session| !session.local)
@@ -311,6 +335,7 @@ impl ZkState {
         let persistent_watches = persistent_rng.chance(0.5);
         let reaping = Reaping::draw(rng);
         let clocks = ServerClock::draw(rng, nodes.len());
+        let restarts = Restarts::draw(rng);
         let container_check_interval_ms = reaping
             .as_ref()
             .map_or(ServerConfig::default().container_check_interval_ms, |r| {
@@ -407,6 +432,7 @@ impl ZkState {
             streaks: BTreeMap::new(),
             multi_rng,
             reaping,
+            restarts,
             clocks,
             origins: BTreeMap::new(),
         }
@@ -760,12 +786,16 @@ impl World {
                     .get(&u64::from_be_bytes(origin.try_into().unwrap()))
             })
             .ok_or_else(|| format!("entry {position} comes from no server's front end"))?;
-        let clock = zk.clocks[*stamper];
+        let stamper = *stamper;
+        let clock = zk.clocks[stamper];
         let expiry = zk.checker.committed(position, payload, now, |wall_ms| {
             clock.simulated_ms_of(wall_ms)
         })?;
         match expiry {
-            Some(expiry) => self.check_expiry_heard(expiry),
+            Some(expiry) => {
+                self.check_abandoned_expiry(expiry, stamper, clock.reads_each_time_once())?;
+                self.check_expiry_heard(expiry)
+            }
             None => Ok(()),
         }
     }
@@ -778,7 +808,7 @@ impl World {
     /// means a report missing or late.
     fn check_expiry_heard(&mut self, expiry: Expiry) -> Result<(), String> {
         let (phase, faults_end) = (self.phase, self.faults_end);
-        let timeout_us = expiry.timeout_ms as u64 * 1000;
+        let timeout_us = expiry.timeout_us();
         let zk = self.zk();
         let heard: Vec<(usize, Streak)> = zk
             .streaks
@@ -907,6 +937,9 @@ impl World {
             return Ok(());
         }
         if client.closing {
+            return Ok(());
+        }
+        if !quiesce && self.maybe_kill_client(c) {
             return Ok(());
         }
         if !quiesce && self.rng.chance(0.005) {
@@ -1837,6 +1870,7 @@ impl World {
         let zk = self.zk.as_ref().unwrap();
         zk.clients.iter().all(|c| c.idle())
             && self.due_for_reaping().next().is_none()
+            && self.abandoned_sessions_ended()
             && self
                 .nodes
                 .iter()
