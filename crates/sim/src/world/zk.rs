@@ -6,8 +6,8 @@
 //! getChildren, make and delete ephemerals (every other one sequential), send multis (in half
 //! the seeds, see [`multi`]), keep persistent watches (in half the seeds, see
 //! [`persistent`]), make containers and TTL nodes (in half the seeds, see [`reaper`]), ping,
-//! close their
-//! sessions, and on a lost connection reconnect to another server with the same session and
+//! close their sessions or die without closing them (in half the seeds, see [`restart`]),
+//! and on a lost connection reconnect to another server with the same session and
 //! their lastZxidSeen, and hand it their watches with SetWatches, as real clients do. Some
 //! ask for read-only sessions, which a server cut off from its quorum grants in half the
 //! seeds. The checks are in [`crate::zkcheck`].
