@@ -962,6 +962,8 @@ impl Core {
     /// client commands waiting to be ordered: behind a backlog of writes (which refills as
     /// fast as it drains while clients pipeline), a dead client's session and its ephemerals
     /// (a lock, a group membership) would otherwise outlive it for as long as the load lasts.
+    /// When that lane is full (many clients gone at once), they queue with the client
+    /// commands rather than wait for the next check.
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
         let mut expired: Vec<i64> = self
@@ -984,7 +986,10 @@ impl Core {
                     unless_touched_after: info.touched_at,
                 },
             };
-            if !self.append_urgent(command) {
+            let entry = self.envelope(0, command);
+            let appended =
+                accepted(self.log.append_urgent(entry.clone())) || accepted(self.log.append(entry));
+            if !appended {
                 return; // tried again at the next tick
             }
             tracing::info!(
@@ -2174,13 +2179,18 @@ mod tests {
 
     /// Hands `core` the committed entry at `position`: `command` from another member.
     fn commit_from_elsewhere(core: &mut Core, position: Zxid, command: Command) {
+        commit_from_elsewhere_at(core, position, command, at_ms(10));
+    }
+
+    /// [`commit_from_elsewhere`] at `now`.
+    fn commit_from_elsewhere_at(core: &mut Core, position: Zxid, command: Command, now: Now) {
         let envelope = Envelope {
             origin: 99,
             connection: 9,
             command,
         };
         let entry = bytes::Bytes::from(envelope.encode());
-        core.handle(Input::Committed { position, entry }, at_ms(10));
+        core.handle(Input::Committed { position, entry }, now);
     }
 
     #[test]
@@ -2313,8 +2323,9 @@ mod tests {
         assert!(layer.queued.lock().unwrap().is_empty());
     }
 
-    #[test]
-    fn an_expiry_goes_ahead_of_client_commands_and_past_their_full_queue_on_time() {
+    /// A leader's Core with one session (6 s timeout) created by entry 1 at 10 ms through
+    /// another member, over a layer the test can make refuse.
+    fn leader_with_a_session() -> (Core, Arc<QueueLayer>, i64) {
         let config = ServerConfig {
             tick_ms: 500,
             ..ServerConfig::default()
@@ -2332,6 +2343,21 @@ mod tests {
         };
         commit_from_elsewhere(&mut core, 1, create_session);
         let session_id = core.tree.sessions().next().unwrap().0;
+        (core, layer, session_id)
+    }
+
+    /// The expiry at the head of `lane`, taken off it: its session and its condition.
+    fn expiry_in(lane: &std::sync::Mutex<VecDeque<bytes::Bytes>>) -> (i64, CommandOp) {
+        let entry = lane.lock().unwrap().pop_front();
+        let command = Envelope::decode(&entry.expect("an expiry was appended"))
+            .unwrap()
+            .command;
+        (command.session_id, command.op)
+    }
+
+    #[test]
+    fn an_expiry_goes_ahead_of_client_commands_and_past_their_full_queue_on_time() {
+        let (mut core, layer, session_id) = leader_with_a_session();
         // A write the client sent on a connection it has since left, ordered late: no news
         // of it now, so no later deadline.
         let stale_write = Command {
@@ -2344,28 +2370,28 @@ mod tests {
                 identities: vec![],
             },
         };
-        let envelope = Envelope {
-            origin: 99,
-            connection: 9,
-            command: stale_write,
-        };
-        let entry = bytes::Bytes::from(envelope.encode());
-        core.handle(Input::Committed { position: 2, entry }, at_ms(5_000));
+        commit_from_elsewhere_at(&mut core, 2, stale_write, at_ms(5_000));
 
         layer.refuse(true, false);
         core.handle(Input::Tick, at_ms(6_100));
 
-        let entry = layer.urgent.lock().unwrap().pop_front();
-        let command = Envelope::decode(&entry.expect("an expiry was appended"))
-            .unwrap()
-            .command;
-        assert_eq!(command.session_id, session_id);
-        assert_eq!(
-            command.op,
-            CommandOp::Expire {
-                unless_touched_after: 1
-            }
-        );
+        let expected = CommandOp::Expire {
+            unless_touched_after: 1,
+        };
+        assert_eq!(expiry_in(&layer.urgent), (session_id, expected));
+    }
+
+    #[test]
+    fn an_expiry_that_finds_the_urgent_lane_full_queues_with_the_client_commands() {
+        let (mut core, layer, session_id) = leader_with_a_session();
+
+        layer.refuse(false, true);
+        core.handle(Input::Tick, at_ms(6_100));
+
+        let expected = CommandOp::Expire {
+            unless_touched_after: 1,
+        };
+        assert_eq!(expiry_in(&layer.queued), (session_id, expected));
     }
 
     #[test]
