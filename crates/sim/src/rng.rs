@@ -67,10 +67,11 @@ mod tests {
     }
 
     #[test]
-    fn a_fork_leaves_its_parent_as_it_was() {
+    fn forks_are_reproducible_and_apart_from_their_parent_and_each_other() {
         let parent = Rng::new(5);
-        let mut fork = parent.fork(1);
-        assert_eq!(parent.clone().next_u64(), Rng::new(5).next_u64());
-        assert_ne!(fork.next_u64(), parent.fork(2).next_u64());
+        let first = |stream| parent.fork(stream).next_u64();
+        assert_eq!(first(1), first(1));
+        assert_ne!(first(1), first(2));
+        assert_ne!(first(1), parent.clone().next_u64());
     }
 }
