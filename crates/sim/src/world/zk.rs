@@ -275,23 +275,29 @@ impl ZkClient {
         self.session.is_none() && self.link == Link::None && self.pending.is_empty()
     }
 
+    /// Lets go of the session and of what it held (ephemerals, watches): it ended, or the
+    /// client's process died. Returns it, if there was one.
+    fn forget_session(&mut self) -> Option<Session> {
+        let session = self.session.take()?;
+        self.ephemerals.clear();
+        self.watches.clear();
+        if let Some(watch) = &mut self.persistent {
+            watch.session_ended();
+        }
+        self.closing = false;
+        self.ended_link = None;
+        Some(session)
+    }
+
     /// A new process in place of this client's, which died: no session, no watches, no
     /// ephemerals, no zxid seen; it connects at `reconnect_at`.
     fn start_again(&mut self, reconnect_at: u64) {
         assert!(self.link == Link::None && self.pending.is_empty());
-        self.session = None;
-        self.closing = false;
-        self.ended_link = None;
+        self.forget_session();
         self.last_zxid = 0;
         self.last_write_zxid = 0;
         self.seen_mzxid.clear();
         self.seen_version.clear();
-        self.ephemerals.clear();
-        self.watches.clear();
-        self.setting_watches = None;
-        if let Some(watch) = &mut self.persistent {
-            watch.session_ended();
-        }
         self.reconnect_at = reconnect_at;
     }
 
@@ -888,15 +894,7 @@ impl World {
     }
 
     fn session_ended(&mut self, c: usize, expired: bool) {
-        let client = &mut self.zk().clients[c];
-        if let Some(session) = client.session.take() {
-            client.ephemerals.clear();
-            client.watches.clear();
-            if let Some(watch) = &mut client.persistent {
-                watch.session_ended();
-            }
-            client.closing = false;
-            client.ended_link = None;
+        if let Some(session) = self.zk().clients[c].forget_session() {
             let zk = self.zk();
             zk.checker.ended_sessions.insert(session.id);
             if expired {

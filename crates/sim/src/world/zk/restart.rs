@@ -83,9 +83,7 @@ impl World {
         self.log(None, || {
             format!("client {client_id}: killed, leaving session {session_id:#x}")
         });
-        if self.zk().clients[c].conn().is_some() {
-            self.client_disconnect(c, socket_closes);
-        }
+        self.client_disconnect(c, socket_closes);
         self.zk().clients[c].start_again(now + restart_us);
         true
     }
