@@ -931,13 +931,16 @@ impl World {
                 }
             }
         }
+        // A process may die at any point of its session: while it connects, while its close
+        // is on the way, or in between.
+        if !quiesce && self.maybe_kill_client(c) {
+            return Ok(());
+        }
+        let client = &self.zk().clients[c];
         if let Link::Connecting(_) = client.link {
             return Ok(());
         }
         if client.closing {
-            return Ok(());
-        }
-        if !quiesce && self.maybe_kill_client(c) {
             return Ok(());
         }
         if !quiesce && self.rng.chance(0.005) {
