@@ -2,8 +2,8 @@
 //! the run winds down, a client's process dies without closing its session, as one killed
 //! with `kill -9` does. Mostly its socket closes with it; in some draws its host vanishes and
 //! the server hears nothing more. A new process takes its place a little later, with a new
-//! session and no memory of the old one. The session left behind must expire, and its
-//! ephemerals go with it (the lock and membership recipes rest on that): the run does not
+//! session and no memory of the old one. The session left behind must end (expire, or close
+//! if the process died with its close on the way), and its ephemerals go with it (the lock and membership recipes rest on that): the run does not
 //! count as settled before the log has ended it, so a session that never expires fails the
 //! liveness deadline. Once faults have stopped, its expiry must also be ordered within a
 //! timeout (and a tick) of the last of: its client's death, the log's news of it, the
