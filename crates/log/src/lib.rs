@@ -66,10 +66,9 @@ pub trait OrderingLayer: Send + Sync + 'static {
 
     /// Queues a command ahead of the commands not yet handed to ordering, in a lane with a
     /// bound of its own, so that a backlog of client commands neither refuses nor delays it.
-    /// For entries that no client issued, so that no client's order of operations constrains
-    /// their place: the sessions' liveness reports, which are worth nothing once they come
-    /// later than a timeout, and their expiries, which end a dead client's ephemerals. A
-    /// layer without such a backlog queues it as [`OrderingLayer::append`] does.
+    /// For entries whose place among other commands no client can observe: the sessions'
+    /// liveness reports, which are worth nothing once they come later than a timeout. A layer
+    /// without such a backlog queues it as [`OrderingLayer::append`] does.
     fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
         self.append(entry)
     }

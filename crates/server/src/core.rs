@@ -958,12 +958,10 @@ impl Core {
     /// Appends an expiry for every session whose deadline passed. It is conditional on no sign
     /// of life being ordered after the last one this server applied, so it is harmless if the
     /// client was active elsewhere meanwhile. Connections close when the expiry applies: the
-    /// client learns of it when it reconnects, as in ZooKeeper. Expiries go ahead of the
-    /// client commands waiting to be ordered: behind a backlog of writes (which refills as
-    /// fast as it drains while clients pipeline), a dead client's session and its ephemerals
-    /// (a lock, a group membership) would otherwise outlive it for as long as the load lasts.
-    /// When that lane is full (many clients gone at once), they queue with the client
-    /// commands rather than wait for the next check.
+    /// client learns of it when it reconnects, as in ZooKeeper. Expiries queue with the
+    /// client commands, not ahead of them as the reports do: a reconnecting client's Attach
+    /// (or a write) waiting there is a sign of life that must be ordered first and cancel
+    /// the expiry (an expiry in the reports' lane overtook one in the simulator).
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
         let mut expired: Vec<i64> = self
@@ -986,10 +984,7 @@ impl Core {
                     unless_touched_after: info.touched_at,
                 },
             };
-            let entry = self.envelope(0, command);
-            let appended =
-                accepted(self.log.append_urgent(entry.clone())) || accepted(self.log.append(entry));
-            if !appended {
+            if !self.append(0, command) {
                 return; // tried again at the next tick
             }
             tracing::info!(
@@ -2323,9 +2318,8 @@ mod tests {
         assert!(layer.queued.lock().unwrap().is_empty());
     }
 
-    /// A leader's Core with one session (6 s timeout) created by entry 1 at 10 ms through
-    /// another member, over a layer the test can make refuse.
-    fn leader_with_a_session() -> (Core, Arc<QueueLayer>, i64) {
+    #[test]
+    fn a_write_from_a_connection_the_client_left_does_not_put_off_its_expiry() {
         let config = ServerConfig {
             tick_ms: 500,
             ..ServerConfig::default()
@@ -2343,23 +2337,7 @@ mod tests {
         };
         commit_from_elsewhere(&mut core, 1, create_session);
         let session_id = core.tree.sessions().next().unwrap().0;
-        (core, layer, session_id)
-    }
-
-    /// The expiry at the head of `lane`, taken off it: its session and its condition.
-    fn expiry_in(lane: &std::sync::Mutex<VecDeque<bytes::Bytes>>) -> (i64, CommandOp) {
-        let entry = lane.lock().unwrap().pop_front();
-        let command = Envelope::decode(&entry.expect("an expiry was appended"))
-            .unwrap()
-            .command;
-        (command.session_id, command.op)
-    }
-
-    #[test]
-    fn an_expiry_goes_ahead_of_client_commands_and_past_their_full_queue_on_time() {
-        let (mut core, layer, session_id) = leader_with_a_session();
-        // A write the client sent on a connection it has since left, ordered late: no news
-        // of it now, so no later deadline.
+        // Sent on a connection the client has since left, ordered late: no news of it now.
         let stale_write = Command {
             session_id,
             cxid: 5,
@@ -2372,26 +2350,17 @@ mod tests {
         };
         commit_from_elsewhere_at(&mut core, 2, stale_write, at_ms(5_000));
 
-        layer.refuse(true, false);
         core.handle(Input::Tick, at_ms(6_100));
 
+        let entry = layer.queued.lock().unwrap().pop_front();
+        let command = Envelope::decode(&entry.expect("an expiry was appended"))
+            .unwrap()
+            .command;
+        assert_eq!(command.session_id, session_id);
         let expected = CommandOp::Expire {
             unless_touched_after: 1,
         };
-        assert_eq!(expiry_in(&layer.urgent), (session_id, expected));
-    }
-
-    #[test]
-    fn an_expiry_that_finds_the_urgent_lane_full_queues_with_the_client_commands() {
-        let (mut core, layer, session_id) = leader_with_a_session();
-
-        layer.refuse(false, true);
-        core.handle(Input::Tick, at_ms(6_100));
-
-        let expected = CommandOp::Expire {
-            unless_touched_after: 1,
-        };
-        assert_eq!(expiry_in(&layer.queued), (session_id, expected));
+        assert_eq!(command.op, expected);
     }
 
     #[test]

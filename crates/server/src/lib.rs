@@ -37,9 +37,7 @@
 //!   waits a third of the timeout from its last one, whether ordered yet or not (reports slower
 //!   to order than to make would otherwise queue behind each other, the freshest last), and a
 //!   server reports what it heard before it left the quorum once it is back. Only the leader (or
-//!   a standalone server) appends expiries, in the reports' lane (a dead client's ephemerals
-//!   must not wait out a backlog of writes; with the client commands when many clients went
-//!   at once and that lane is full), and each is conditional:
+//!   a standalone server) appends expiries, and each is conditional:
 //!   `Expire { unless_touched_after: P }` where P is the session's last sign of life the leader
 //!   has applied. Any sign of life ordered between P and the expiry cancels it on every replica
 //!   alike, so a session whose client keeps talking to *any* server that reaches the quorum is

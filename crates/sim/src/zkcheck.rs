@@ -109,17 +109,14 @@ impl Reapable {
 }
 
 /// An expiry that ended a live session: who, the session's timeout, when the deciding
-/// server appended it (its command's time, to the millisecond), the log's latest news of the
-/// client before it (see [`ZkChecker::committed`]), and when the session's latest earlier
-/// expiry, cancelled by a sign of life ordered first, joined the common sequence: the
-/// decider tries again only once it has applied that.
+/// server appended it (its command's time, to the millisecond), and the log's latest news of
+/// the client before it (see [`ZkChecker::committed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiry {
     pub session_id: i64,
     pub timeout_ms: i32,
     pub ordered_us: u64,
     pub news_us: u64,
-    pub cancelled_us: Option<u64>,
 }
 
 impl Expiry {
@@ -149,9 +146,6 @@ pub struct ZkChecker {
     /// by the log's account, never later than any server's: a sign of life's first delivery,
     /// less the idle time it reports.
     news_us: BTreeMap<i64, u64>,
-    /// For each session of the common state whose expiry a sign of life ordered before it
-    /// cancelled, when the latest such expiry joined the common sequence (µs).
-    expiry_cancelled_us: BTreeMap<i64, u64>,
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
@@ -203,7 +197,6 @@ impl ZkChecker {
             ended_sessions: BTreeSet::new(),
             ended_in_log: BTreeMap::new(),
             news_us: BTreeMap::new(),
-            expiry_cancelled_us: BTreeMap::new(),
             write_acks: 0,
             reads_checked: 0,
             synced_reads: 0,
@@ -272,16 +265,8 @@ impl ZkChecker {
             _ => None,
         };
         let applied = self.tree.apply(position as i64, &command);
-        match applied.outcome {
-            Outcome::SessionCreated { session_id, .. } => {
-                self.news_us.insert(session_id, now_us);
-            }
-            Outcome::ExpireSkipped {
-                session_exists: true,
-            } => {
-                self.expiry_cancelled_us.insert(command.session_id, now_us);
-            }
-            _ => {}
+        if let Outcome::SessionCreated { session_id, .. } = applied.outcome {
+            self.news_us.insert(session_id, now_us);
         }
         self.note_signs_of_life(position as i64, &command, now_us);
         let mut expiry = None;
@@ -289,7 +274,6 @@ impl ZkChecker {
             if self.tree.session(command.session_id).is_none() {
                 self.ended_in_log.insert(command.session_id, end);
                 let news_us = self.news_us.remove(&command.session_id);
-                let cancelled_us = self.expiry_cancelled_us.remove(&command.session_id);
                 if let LogEnd::Expired { .. } = end {
                     let ordered_ms = u64::try_from(simulated_ms_of(command.time_ms))
                         .map_err(|_| format!("entry {position}: an expiry dated before time 0"))?;
@@ -305,7 +289,6 @@ impl ZkChecker {
                         timeout_ms,
                         ordered_us: ordered_ms * 1000,
                         news_us,
-                        cancelled_us,
                     };
                     check_expiry_due(position, ended)?;
                     expiry = Some(ended);

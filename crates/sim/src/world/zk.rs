@@ -792,16 +792,12 @@ impl World {
                     .get(&u64::from_be_bytes(origin.try_into().unwrap()))
             })
             .ok_or_else(|| format!("entry {position} comes from no server's front end"))?;
-        let stamper = *stamper;
-        let clock = zk.clocks[stamper];
+        let clock = zk.clocks[*stamper];
         let expiry = zk.checker.committed(position, payload, now, |wall_ms| {
             clock.simulated_ms_of(wall_ms)
         })?;
         match expiry {
-            Some(expiry) => {
-                self.check_abandoned_expiry(expiry, stamper, clock.reads_each_time_once())?;
-                self.check_expiry_heard(expiry)
-            }
+            Some(expiry) => self.check_expiry_heard(expiry),
             None => Ok(()),
         }
     }

@@ -62,12 +62,6 @@ impl ServerClock {
         }
     }
 
-    /// Whether this server's wall clock never read one time twice (it was not stepped back),
-    /// so that [`ServerClock::simulated_ms_of`] is the one time it read it.
-    pub(super) fn reads_each_time_once(&self) -> bool {
-        !matches!(self.wall_step, Some((_, step_ms)) if step_ms < 0)
-    }
-
     /// The simulated time (ms) at which this server's wall clock read `wall_ms`: the later one
     /// where a step back made it read that twice (so that a check of how soon something
     /// happened errs towards "later").
