@@ -3,6 +3,7 @@
 import os
 import re
 import socket
+import time
 
 import pytest
 from kazoo.client import KazooClient
@@ -160,6 +161,19 @@ def summaries(server, *names):
     return {name: {field: float(values[f"zk_{field}_{name}"]) for field in SUMMARY_FIELDS} for name in names}
 
 
+def wait_for_snapshots_to_settle(server, quiet_s=0.5):
+    """Waits (bounded) until no snapshot has completed for `quiet_s`: a snapshot the last writes
+    started may still be running when the first one is counted, and would count after a reset."""
+    counts = [summaries(server, "snapshottime")["snapshottime"]["cnt"]]
+
+    def unchanged():
+        time.sleep(quiet_s)
+        counts.append(summaries(server, "snapshottime")["snapshottime"]["cnt"])
+        return counts[-1] == counts[-2]
+
+    assert wait_for(unchanged), counts
+
+
 def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_starts_them_over(server_factory):
     """ZooKeeper's fsynctime, readlatency, updatelatency and snapshottime counters: every write is
     synced (on a quorum) before it is acknowledged, a create is an update and a getData a read, and snapCount=10
@@ -175,6 +189,7 @@ def test_mntr_time_summaries_count_syncs_reads_updates_and_snapshots_and_srst_st
             client.create(f"/summary-{index}", b"v")
             client.get(f"/summary-{index}")
         wait_for(lambda: summaries(server, "snapshottime")["snapshottime"]["cnt"] >= 1)
+        wait_for_snapshots_to_settle(server)
         after = summaries(server, *names)
         # A standalone server or a follower may make two writes durable in one sync, never many
         # more; an ensemble's leader delays its own syncs while its followers make the commits
