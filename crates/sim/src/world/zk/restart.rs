@@ -3,10 +3,11 @@
 //! with `kill -9` does. Mostly its socket closes with it; in some draws its host vanishes and
 //! the server hears nothing more. A new process takes its place a little later, with a new
 //! session and no memory of the old one. The session left behind must end (expire, or close
-//! if the process died with its close on the way), and its ephemerals go with it (the lock and membership recipes rest on that): the run does not
-//! count as settled before the log has ended it, so a session that never expires fails the
-//! liveness deadline. (When it expires is not bounded here: an expiry waits its turn with
-//! the client commands, behind whatever backlog a seed's small windows build.)
+//! if the process died with its close on the way), and its ephemerals go with it (the lock
+//! and membership recipes rest on that): the run does not count as settled before the log
+//! has ended it, so a session that never expires fails the liveness deadline. (When it
+//! expires is not bounded here: an expiry waits its turn with the client commands, behind
+//! whatever backlog a seed's small windows build.)
 
 use std::collections::BTreeSet;
 
@@ -14,13 +15,14 @@ use super::{World, ZkState};
 use crate::rng::Rng;
 
 /// The random stream of the clients' deaths: seeds without them keep every other choice.
-pub(super) const RESTART_STREAM: u64 = 7;
+const RESTART_STREAM: u64 = 7;
 /// The chance that a client dies at one of its steps.
 const DEATH_P: f64 = 0.001;
 /// The chance that a dying client's host vanishes (its socket does not close).
 const SILENT_P: f64 = 0.2;
 /// How long after its death the new process connects, at most.
 const RESTART_DELAY_MAX_US: u64 = 100_000;
+
 /// The deaths of a seed that has them: its random stream, and the sessions the dead clients
 /// left.
 pub(super) struct Restarts {
