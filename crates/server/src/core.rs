@@ -960,8 +960,9 @@ impl Core {
     /// client was active elsewhere meanwhile. Connections close when the expiry applies: the
     /// client learns of it when it reconnects, as in ZooKeeper. Expiries queue with the
     /// client commands, not ahead of them as the reports do: a reconnecting client's Attach
-    /// (or a write) waiting there is a sign of life that must be ordered first and cancel
-    /// the expiry (an expiry in the reports' lane overtook one in the simulator).
+    /// (or a write) already waiting at the leader then usually goes first and cancels the
+    /// expiry, whereas an expiry in the reports' lane overtook one in the simulator (core
+    /// seed 2601899). The leader takes its queues in turn, so this is no guarantee.
     fn expire_sessions(&mut self) {
         let now_ms = self.now.monotonic_ms;
         let mut expired: Vec<i64> = self

@@ -110,7 +110,7 @@ impl Reapable {
 
 /// An expiry that ended a live session: who, the session's timeout, when the deciding
 /// server appended it (its command's time, to the millisecond), and the log's latest news of
-/// the client before it (see [`ZkChecker::committed`]).
+/// the client before it (as the checker's `news_us` keeps it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expiry {
     pub session_id: i64,
@@ -574,8 +574,8 @@ fn gained_a_child(
 
 /// An expiry that ended a session at `position` was decided a whole timeout after the news
 /// of its client that the log held, faults or not: the deciding server counts from its own
-/// delivery of that news, no earlier than the first one, less the idle time the news
-/// reports. Its clocks read whole milliseconds, and the expiry's order time is the start of
+/// delivery of that news (or of news it counts and the tree does not), no earlier than the
+/// first one, less the idle time the news reports. Its clocks read whole milliseconds, and the expiry's order time is the start of
 /// the millisecond it was stamped in: two milliseconds of slack.
 fn check_expiry_due(position: u64, expiry: Expiry) -> Result<(), String> {
     const ROUNDING_US: u64 = 2_000;
