@@ -1478,7 +1478,7 @@ impl Core {
         let applied = self.tree.apply(position, &envelope.command);
         self.snapshot_schedule.record(entry.len());
         self.deliver_watch_events(position, &applied.triggers);
-        self.note_signs_of_life(&envelope.command);
+        self.note_signs_of_life(position, &envelope.command);
         let ours = envelope.origin == self.origin;
         match applied.outcome {
             Outcome::SessionCreated {
@@ -1521,14 +1521,14 @@ impl Core {
         self.maybe_snapshot();
     }
 
-    /// Whatever the log says of a session's activity keeps it alive here too, so that the
-    /// server deciding expiry (which may change) knows of clients connected elsewhere. (This
-    /// counts more than the tree's signs of life, which the expiry's condition reads: a write
-    /// from a connection the client has left too. Counting only the tree's failed a check of
-    /// the simulator, core seed 2672299, not yet understood.)
-    fn note_signs_of_life(&mut self, command: &Command) {
+    /// Whatever the log counts as a session's sign of life (the entry at `position` moved
+    /// its `touched_at`) keeps it alive here too, so that the server deciding expiry (which
+    /// may change) knows of clients connected elsewhere. A write from a connection the client
+    /// has left is no such sign: sent before the client moved, it may be ordered long after.
+    /// Nor is an Attach with the wrong password, as in ZooKeeper.
+    fn note_signs_of_life(&mut self, position: Zxid, command: &Command) {
         let now_ms = self.now.monotonic_ms;
-        for seen in command.sessions_heard() {
+        for seen in self.tree.signs_of_life(position, command) {
             if let Some(session) = self.sessions.get_mut(&seen.session_id) {
                 session.heard_in_log(now_ms.saturating_sub(u64::from(seen.idle_ms)));
             }
@@ -2176,13 +2176,18 @@ mod tests {
 
     /// Hands `core` the committed entry at `position`: `command` from another member.
     fn commit_from_elsewhere(core: &mut Core, position: Zxid, command: Command) {
+        commit_from_elsewhere_at(core, position, command, at_ms(10));
+    }
+
+    /// [`commit_from_elsewhere`] at `now`.
+    fn commit_from_elsewhere_at(core: &mut Core, position: Zxid, command: Command, now: Now) {
         let envelope = Envelope {
             origin: 99,
             connection: 9,
             command,
         };
         let entry = bytes::Bytes::from(envelope.encode());
-        core.handle(Input::Committed { position, entry }, at_ms(10));
+        core.handle(Input::Committed { position, entry }, now);
     }
 
     #[test]
@@ -2313,6 +2318,68 @@ mod tests {
             "heard from at the ping, 1.9 s"
         );
         assert!(layer.queued.lock().unwrap().is_empty());
+    }
+
+    /// A leader with a session created by another member at 1 (owner 4242, timeout 6 s),
+    /// then `late` from its session at 5 s: the next tick past the timeout must expire it,
+    /// counting from the creation, if `late` is no news of the client.
+    fn expiry_after_late_command(late: CommandOp) {
+        let config = ServerConfig {
+            tick_ms: 500,
+            ..ServerConfig::default()
+        };
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let create_session = Command {
+            session_id: 0,
+            cxid: 0,
+            time_ms: 0,
+            owner: 4242,
+            op: CommandOp::CreateSession {
+                timeout_ms: 6_000,
+                password: vec![0; 16],
+            },
+        };
+        commit_from_elsewhere(&mut core, 1, create_session);
+        let session_id = core.tree.sessions().next().unwrap().0;
+        let late_command = Command {
+            session_id,
+            cxid: 5,
+            time_ms: 0,
+            owner: 99,
+            op: late,
+        };
+        commit_from_elsewhere_at(&mut core, 2, late_command, at_ms(5_000));
+
+        core.handle(Input::Tick, at_ms(6_100));
+
+        let entry = layer.queued.lock().unwrap().pop_front();
+        let command = Envelope::decode(&entry.expect("an expiry was appended"))
+            .unwrap()
+            .command;
+        assert_eq!(command.session_id, session_id);
+        let expected = CommandOp::Expire {
+            unless_touched_after: 1,
+        };
+        assert_eq!(command.op, expected);
+    }
+
+    #[test]
+    fn a_write_from_a_connection_the_client_left_does_not_put_off_its_expiry() {
+        // Sent on a connection the client has since left (owner 99), ordered late.
+        expiry_after_late_command(CommandOp::Write {
+            request: Request::Sync(zoolog_proto::PathRequest { path: "/".into() }),
+            identities: vec![],
+        });
+    }
+
+    /// As in ZooKeeper, where a reconnection with the wrong password does not touch the
+    /// session: else anyone who learns a session's id could keep it alive.
+    #[test]
+    fn an_attach_with_the_wrong_password_does_not_put_off_its_expiry() {
+        expiry_after_late_command(CommandOp::Attach {
+            owner: 99,
+            password: vec![1; 16],
+        });
     }
 
     #[test]

@@ -573,10 +573,10 @@ fn gained_a_child(
 }
 
 /// An expiry that ended a session at `position` was decided a whole timeout after the news
-/// of its client that the log held, faults or not: the deciding server counts from its own
-/// delivery of that news (or of news it counts and the tree does not), no earlier than the
-/// first one, less the idle time the news reports. Its clocks read whole milliseconds, and the expiry's order time is the start of
-/// the millisecond it was stamped in: two milliseconds of slack.
+/// of its client that the log held, faults or not: the deciding server counts the signs of
+/// life the tree counts, from its own delivery of each (no earlier than the first), less the
+/// idle time the news reports. Its clocks read whole milliseconds, and the expiry's order
+/// time is the start of the millisecond it was stamped in: two milliseconds of slack.
 fn check_expiry_due(position: u64, expiry: Expiry) -> Result<(), String> {
     const ROUNDING_US: u64 = 2_000;
     if expiry.ordered_us + ROUNDING_US < expiry.news_us + expiry.timeout_us() {

@@ -122,7 +122,7 @@ impl Command {
     /// before the command that was: a Touch's list, or the own session of a Write or an
     /// Attach, just now. Whether each counts as a sign of life is the apply's to say
     /// ([`crate::DataTree::signs_of_life`]).
-    pub fn sessions_heard(&self) -> impl Iterator<Item = SessionSeen> + '_ {
+    pub(crate) fn sessions_heard(&self) -> impl Iterator<Item = SessionSeen> + '_ {
         let listed: &[SessionSeen] = match &self.op {
             CommandOp::Touch { sessions } => sessions,
             _ => &[],

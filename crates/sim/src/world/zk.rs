@@ -945,15 +945,9 @@ impl World {
             self.client_disconnect(c, true);
             return Ok(());
         }
-        let client = &self.zk().clients[c];
-        if quiesce {
-            if client.pending.is_empty() {
-                self.issue(c, Kind::Close, String::new(), None, None);
-            }
-            return Ok(());
-        }
-        let room = client.max_in_flight.saturating_sub(client.pending.len());
-        if now.saturating_sub(client.last_sent_us) > timeout_us / 3 {
+        // Real clients ping whatever they wait for, quiescing too: a request that takes long
+        // to answer does not keep the session alive at the server.
+        if now.saturating_sub(self.zk().clients[c].last_sent_us) > timeout_us / 3 {
             let mut frame = Vec::new();
             RequestHeader {
                 xid: zoolog_proto::codes::xid::PING,
@@ -962,6 +956,14 @@ impl World {
             .write_to(&mut frame);
             self.client_send(c, frame);
         }
+        let client = &self.zk().clients[c];
+        if quiesce {
+            if client.pending.is_empty() {
+                self.issue(c, Kind::Close, String::new(), None, None);
+            }
+            return Ok(());
+        }
+        let room = client.max_in_flight.saturating_sub(client.pending.len());
         if room == 0 || self.rng.chance(0.3) {
             return Ok(());
         }
