@@ -223,6 +223,51 @@ def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere
         holder.wait()
 
 
+def test_reconnecting_with_a_wrong_password_does_not_keep_a_dead_session_alive(ens):
+    """Any reader can learn a session's id (an ephemeral's ephemeralOwner). A reconnection with
+    the wrong password must not count as its client's sign of life, as in ZooKeeper, or a
+    stranger could keep a dead client's ephemerals (its locks, its leadership) for ever."""
+    timeout_ms = 2000
+    checker = client(ens.hosts(ens.leader()))
+    try:
+        checker.ensure_path("/live")
+        owner = zkwire.Connection.open(ens.hosts(follower(ens)), timeout_ms=timeout_ms)
+        created = owner.call(zkwire.CREATE, zkwire.create_body(
+            "/live/guessed", b"x", zkwire.OPEN_ACL_UNSAFE, zkwire.EPHEMERAL))
+        assert created.err == zkwire.OK
+        session_id = owner.handshake.session_id
+        assert checker.exists("/live/guessed").ephemeralOwner == session_id
+        owner.close_socket()  # the owner dies without a word
+        started = time.monotonic()
+        attempts = 0
+
+        def still_held():
+            nonlocal attempts
+            for sid in ens.ids:
+                with contextlib.suppress(OSError, zkwire.ConnectionClosed):
+                    host, port = ens.hosts(sid).rsplit(":", 1)
+                    stranger = zkwire.Connection(host, int(port))
+                    try:
+                        answer = stranger.connect(session_id=session_id, passwd=b"\x01" * 16,
+                                                  timeout_ms=timeout_ms)
+                        assert (answer.session_id, answer.timeout_ms) == (0, 0), \
+                            f"server {sid} took the session with the wrong password"
+                        attempts += 1
+                    finally:
+                        stranger.close_socket()
+            checker.sync("/live")
+            return checker.exists("/live/guessed") is not None
+
+        wait_for(lambda: not still_held(), timeout_ms / 1000 + 20,
+                 "the dead session to expire although strangers reconnect to it")
+        print(f"expired {time.monotonic() - started:.2f}s after its client died, "
+              f"{attempts} wrong-password reconnections refused meanwhile")
+        assert attempts > 0
+    finally:
+        checker.stop()
+        checker.close()
+
+
 def logged_zxid(ens, sid):
     for line in four_letter(ens.client_port(sid), "srvr").splitlines():
         if line.startswith("Zxid:"):
