@@ -43,7 +43,11 @@
 //!   alike, so a session whose client keeps talking to *any* server that reaches the quorum is
 //!   never expired, two leaders racing (an old one not yet deposed) can only cancel expiries, and
 //!   an expiry that does apply removes the session's ephemerals on every server at the same log
-//!   position. A new leader gives every session a full timeout, as ZooKeeper does.
+//!   position. A sign of life is a report of the session, a write from the connection that
+//!   holds it, or an Attach with its password: one with the wrong password touches nothing, as
+//!   in ZooKeeper, so a session's id (which any reader sees as an ephemeral's owner) is not
+//!   enough to keep it alive. A new leader gives every session a full timeout, as ZooKeeper
+//!   does.
 //! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
 //!   its writable clients' connections (their pending requests may or may not commit, which is
 //!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps
