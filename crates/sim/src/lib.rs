@@ -145,6 +145,7 @@ pub struct Report {
     pub multis_applied: u64,
     pub multis_failed: u64,
     pub sessions_abandoned: u64,
+    pub knocks_refused: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
     let (mut expired, mut watches_set, mut watches_fired) = (0u64, 0u64, 0u64);
     let (mut read_only_sessions, mut writes_refused) = (0u64, 0u64);
     let (mut multis_applied, mut multis_failed, mut persistent_events) = (0u64, 0u64, 0u64);
-    let (mut reaped, mut abandoned) = (0u64, 0u64);
+    let (mut reaped, mut abandoned, mut knocks) = (0u64, 0u64, 0u64);
     for seed in from..from + count {
         match run_seed(seed, &options) {
             Ok(report) => {
@@ -87,6 +87,7 @@ fn main() -> ExitCode {
                 persistent_events += report.persistent_events;
                 reaped += report.reaped;
                 abandoned += report.sessions_abandoned;
+                knocks += report.knocks_refused;
             }
             Err(failure) => {
                 failures += 1;
@@ -95,7 +96,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired, {watches_set} watches left, {watches_fired} fired ({persistent_events} of persistent watches), {read_only_sessions} read-only sessions ({writes_refused} writes refused), {multis_applied} multis done and {multis_failed} failed whole, {reaped} containers and TTL nodes reaped, {abandoned} sessions left by killed clients ended",
+        "{} seeds ({from}..{}) in {:.1} s: {failures} failed; {events} events, {committed} entries committed, {crashes} crashes, {pauses} pauses; {core_seeds} passing seeds in core mode: {write_acks} write replies, {reads} reads ({synced_reads} after a sync) checked, {expired} sessions expired, {watches_set} watches left, {watches_fired} fired ({persistent_events} of persistent watches), {read_only_sessions} read-only sessions ({writes_refused} writes refused), {multis_applied} multis done and {multis_failed} failed whole, {reaped} containers and TTL nodes reaped, {abandoned} sessions left by killed clients ended ({knocks} strangers' knocks on them refused)",
         count,
         from + count,
         started.elapsed().as_secs_f64()

@@ -398,6 +398,7 @@ impl World {
             multis_applied: zk.map_or(0, |c| c.multis_applied),
             multis_failed: zk.map_or(0, |c| c.multis_failed),
             sessions_abandoned: self.zk.as_ref().map_or(0, |zk| zk.sessions_abandoned()),
+            knocks_refused: self.zk.as_ref().map_or(0, |zk| zk.knocks_refused()),
             participants: self.nodes.iter().filter(|n| !n.observer).count(),
             observers: self.nodes.iter().filter(|n| n.observer).count(),
             benign: self.benign,

@@ -250,6 +250,9 @@ pub(crate) struct ZkClient {
     ended_link: Option<LinkSpan>,
     /// A closeSession was issued in this session.
     closing: bool,
+    /// The connection in hand knocks, as a stranger with the wrong password, on this session
+    /// a killed client left (see `restart`).
+    knocking: Option<i64>,
     values: u64,
     last_write_zxid: i64,
     /// Per path, the highest modification zxid this client has read.
@@ -407,6 +410,7 @@ impl ZkState {
                 heard_us: 0,
                 ended_link: None,
                 closing: false,
+                knocking: None,
                 values: 0,
                 last_write_zxid: 0,
                 seen_mzxid: BTreeMap::new(),
@@ -876,6 +880,7 @@ impl World {
             });
         }
         client.link = Link::None;
+        client.knocking = None;
         client.pending.clear();
         client.setting_watches = None;
         if let Some(watch) = &mut client.persistent {
@@ -913,10 +918,17 @@ impl World {
             * 1000;
         match client.link {
             Link::None => {
-                if now < client.reconnect_at || (quiesce && client.session.is_none()) {
+                if now < client.reconnect_at {
                     return Ok(());
                 }
-                return self.client_connect(c);
+                let sessionless = client.session.is_none();
+                if sessionless && self.maybe_knock(c)? {
+                    return Ok(());
+                }
+                if quiesce && sessionless {
+                    return Ok(());
+                }
+                return self.client_connect(c, None);
             }
             Link::Connecting(_) | Link::Connected(_) => {
                 // No sign of the server for 2/3 of the session timeout: the connection is
@@ -1042,7 +1054,9 @@ impl World {
         Ok(())
     }
 
-    fn client_connect(&mut self, c: usize) -> Result<(), String> {
+    /// Connects client `c` to a server it draws: to resume its session or make a new one, or,
+    /// as a `stranger`, to take over the given session with the given password.
+    fn client_connect(&mut self, c: usize, stranger: Option<(i64, Vec<u8>)>) -> Result<(), String> {
         let node = self.rng.below(self.nodes.len() as u64) as usize;
         // A stopped process answers no handshake either.
         if !self.nodes[node].is_up() || self.is_paused(node) {
@@ -1072,16 +1086,20 @@ impl World {
         let client = &mut zk.clients[c];
         client.link = Link::Connecting(conn);
         client.last_recv_us = now;
+        client.knocking = stranger.as_ref().map(|(session_id, _)| *session_id);
+        let (session_id, password) = stranger.unwrap_or_else(|| {
+            client
+                .logged_session()
+                .map_or((0, vec![0; 16]), |s| (s.id, s.password.clone()))
+        });
         let request = ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: client.last_zxid,
             timeout_ms: client
                 .logged_session()
                 .map_or(client.requested_timeout_ms, |s| s.timeout_ms),
-            session_id: client.logged_session().map_or(0, |s| s.id),
-            password: client
-                .logged_session()
-                .map_or(vec![0; 16], |s| s.password.clone()),
+            session_id,
+            password,
             read_only: Some(client.asks_read_only),
         };
         let client_id = client.id;
@@ -1207,6 +1225,9 @@ impl World {
     fn client_connected(&mut self, c: usize, conn: u64, frame: &[u8]) -> Result<(), String> {
         let response = ConnectResponse::decode(frame)
             .map_err(|e| format!("client {}: ConnectResponse does not decode: {e}", c + 1))?;
+        if let Some(session_id) = self.zk().clients[c].knocking {
+            return self.knock_answered(c, session_id, &response);
+        }
         let client = &mut self.zk().clients[c];
         let read_only = response.read_only == Some(true);
         if read_only && !client.asks_read_only {

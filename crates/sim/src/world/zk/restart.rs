@@ -8,8 +8,15 @@
 //! has ended it, so a session that never expires fails the liveness deadline. (When it
 //! expires is not bounded here: an expiry waits its turn with the client commands, behind
 //! whatever backlog a seed's small windows build.)
+//!
+//! Strangers knock on those sessions: now and then a client without a session first tries to
+//! take one over with the wrong password (a session's id is no secret: any reader sees it as an
+//! ephemeral's owner). No server may hand it over, and the knocks must not keep the session
+//! alive: they go on while the run winds down, until the log has ended every session left.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+
+use zoolog_proto::ConnectResponse;
 
 use super::{World, ZkState};
 use crate::rng::Rng;
@@ -22,12 +29,17 @@ const DEATH_P: f64 = 0.001;
 const SILENT_P: f64 = 0.2;
 /// How long after its death the new process connects, at most.
 const RESTART_DELAY_MAX_US: u64 = 100_000;
+/// The chance that a client without a session knocks at a step where it would connect (or,
+/// winding down, stay away).
+const KNOCK_P: f64 = 0.1;
 
-/// The deaths of a seed that has them: its random stream, and the sessions the dead clients
-/// left.
+/// The deaths of a seed that has them: its random stream, the sessions the dead clients left
+/// (with their passwords, so that a stranger's is surely wrong), and the strangers' knocks
+/// answered.
 pub(super) struct Restarts {
     rng: Rng,
-    abandoned: BTreeSet<i64>,
+    abandoned: BTreeMap<i64, Vec<u8>>,
+    knocks_refused: u64,
 }
 
 impl Restarts {
@@ -36,7 +48,8 @@ impl Restarts {
         let mut rng = parent.fork(RESTART_STREAM);
         rng.chance(0.5).then(|| Restarts {
             rng,
-            abandoned: BTreeSet::new(),
+            abandoned: BTreeMap::new(),
+            knocks_refused: 0,
         })
     }
 }
@@ -47,6 +60,13 @@ impl ZkState {
         self.restarts
             .as_ref()
             .map_or(0, |restarts| restarts.abandoned.len() as u64)
+    }
+
+    /// Strangers' attempts to take those sessions over, all refused.
+    pub(crate) fn knocks_refused(&self) -> u64 {
+        self.restarts
+            .as_ref()
+            .map_or(0, |restarts| restarts.knocks_refused)
     }
 }
 
@@ -66,7 +86,9 @@ impl World {
         let restart_us = restarts.rng.range(0, RESTART_DELAY_MAX_US);
         let client = &zk.clients[c];
         if let Some(session) = client.logged_session() {
-            restarts.abandoned.insert(session.id);
+            restarts
+                .abandoned
+                .insert(session.id, session.password.clone());
         }
         let client_id = client.id;
         let session_id = client.session.as_ref().map_or(0, |s| s.id);
@@ -84,8 +106,57 @@ impl World {
         zk.restarts.as_ref().is_none_or(|restarts| {
             restarts
                 .abandoned
-                .iter()
+                .keys()
                 .all(|id| zk.checker.ended_in_log.contains_key(id))
         })
+    }
+
+    /// At a step where client `c`, without a session, would connect (or, winding down, stay
+    /// away): maybe it first knocks on a session a dead client left that the log has not
+    /// ended yet, with the wrong password. Says whether it knocks.
+    pub(super) fn maybe_knock(&mut self, c: usize) -> Result<bool, String> {
+        let zk = self.zk.as_mut().expect("core mode");
+        let Some(restarts) = &mut zk.restarts else {
+            return Ok(false);
+        };
+        let open: Vec<(&i64, &Vec<u8>)> = restarts
+            .abandoned
+            .iter()
+            .filter(|(id, _)| !zk.checker.ended_in_log.contains_key(id))
+            .collect();
+        if open.is_empty() || !restarts.rng.chance(KNOCK_P) {
+            return Ok(false);
+        }
+        let (&session_id, password) = open[restarts.rng.below(open.len() as u64) as usize];
+        let mut wrong_password = password.clone();
+        wrong_password[0] ^= 1;
+        let client_id = zk.clients[c].id;
+        self.log(None, || {
+            format!("client {client_id}: knocks on session {session_id:#x}, password wrong")
+        });
+        self.client_connect(c, Some((session_id, wrong_password)))?;
+        Ok(true)
+    }
+
+    /// A server answered a stranger's knock on `session_id`: it must not have handed the
+    /// session over. The stranger hangs up and goes on as a client without a session.
+    pub(super) fn knock_answered(
+        &mut self,
+        c: usize,
+        session_id: i64,
+        response: &ConnectResponse,
+    ) -> Result<(), String> {
+        let client_id = self.zk().clients[c].id;
+        if response.timeout_ms > 0 && response.session_id != 0 {
+            return Err(format!(
+                "client {client_id}: knocking with the wrong password on session \
+                 {session_id:#x}, it was handed session {:#x}",
+                response.session_id
+            ));
+        }
+        let restarts = self.zk().restarts.as_mut().expect("only they knock");
+        restarts.knocks_refused += 1;
+        self.client_disconnect(c, true);
+        Ok(())
     }
 }
