@@ -1915,6 +1915,16 @@ impl World {
         if !due.is_empty() {
             writeln!(out, "  due for the reaper: {due:?}").unwrap();
         }
+        let unended = self.abandoned_sessions_unended();
+        if !unended.is_empty() {
+            let ids: Vec<String> = unended.iter().map(|id| format!("{id:#x}")).collect();
+            writeln!(
+                out,
+                "  left by killed clients, not ended: {}",
+                ids.join(", ")
+            )
+            .unwrap();
+        }
         for client in &zk.clients {
             writeln!(
                 out,

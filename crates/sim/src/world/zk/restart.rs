@@ -102,12 +102,19 @@ impl World {
 
     /// Every session a dead client left has been ended by the log.
     pub(super) fn abandoned_sessions_ended(&self) -> bool {
+        self.abandoned_sessions_unended().is_empty()
+    }
+
+    /// The sessions dead clients left that the log has not ended yet, in id order.
+    pub(super) fn abandoned_sessions_unended(&self) -> Vec<i64> {
         let zk = self.zk.as_ref().expect("core mode");
-        zk.restarts.as_ref().is_none_or(|restarts| {
+        zk.restarts.as_ref().map_or(Vec::new(), |restarts| {
             restarts
                 .abandoned
                 .keys()
-                .all(|id| zk.checker.ended_in_log.contains_key(id))
+                .filter(|id| !zk.checker.ended_in_log.contains_key(id))
+                .copied()
+                .collect()
         })
     }
 
@@ -115,20 +122,16 @@ impl World {
     /// away): maybe it first knocks on a session a dead client left that the log has not
     /// ended yet, with the wrong password. Says whether it knocks.
     pub(super) fn maybe_knock(&mut self, c: usize) -> Result<bool, String> {
-        let zk = self.zk.as_mut().expect("core mode");
+        let open = self.abandoned_sessions_unended();
+        let zk = self.zk();
         let Some(restarts) = &mut zk.restarts else {
             return Ok(false);
         };
-        let open: Vec<(&i64, &Vec<u8>)> = restarts
-            .abandoned
-            .iter()
-            .filter(|(id, _)| !zk.checker.ended_in_log.contains_key(id))
-            .collect();
         if open.is_empty() || !restarts.rng.chance(KNOCK_P) {
             return Ok(false);
         }
-        let (&session_id, password) = open[restarts.rng.below(open.len() as u64) as usize];
-        let mut wrong_password = password.clone();
+        let session_id = open[restarts.rng.below(open.len() as u64) as usize];
+        let mut wrong_password = restarts.abandoned[&session_id].clone();
         wrong_password[0] ^= 1;
         let client_id = zk.clients[c].id;
         self.log(None, || {
