@@ -18,7 +18,8 @@
 //! (`zoolog_server::core::Core` with the real data tree) over its Zab, exactly as the
 //! ensemble shell wires them, and the clients speak the ZooKeeper wire protocol to it:
 //! sessions, creates, setData and deletes with and without versions, reads, syncs,
-//! ephemerals, closeSession, reconnection with the same session to another server. Its
+//! ephemerals, closeSession, reconnection with the same session to another server, clients
+//! killed without a word, and strangers trying their sessions with the wrong password. Its
 //! extra checkers are described in [`zkcheck`]. Without `--mode`, odd seeds run core mode.
 //!
 //! This crate owns the simulation and its checkers. It must never read the real clock, use
@@ -130,7 +131,8 @@ pub struct Report {
     /// the common state (of which after a sync), sessions created and seen expired, watches
     /// left and seen fire (of which events of persistent watches), read-only sessions taken
     /// and their writes refused, multis that took effect whole and that failed whole,
-    /// containers and TTL nodes reaped, sessions left by clients killed (every one ended).
+    /// containers and TTL nodes reaped, sessions left by clients killed (every one ended) and
+    /// strangers' knocks on them with the wrong password (every one refused).
     pub write_acks: u64,
     pub reads_checked: u64,
     pub synced_reads: u64,
