@@ -26,30 +26,15 @@ from kazoo.client import KazooClient
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "ensemble"))
-from ensemble import Ensemble  # noqa: E402
+from ensemble import Ensemble, start_ephemeral_holder  # noqa: E402
 
 TIMEOUT_S = 2.0
 TRIAL_S = 12
 GONE_WAIT_MAX_S = 60
 
-HOLDER = """
-import sys, time
-from kazoo.client import KazooClient
-c = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[3]))
-c.start(timeout=30)
-c.ensure_path('/expiry-under-load')
-c.create(sys.argv[2], b'x', ephemeral=True)
-print('created', flush=True)
-time.sleep(600)
-"""
-
-
 def seconds_until_gone(checker: KazooClient, holder_hosts: str, path: str) -> float:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, holder_hosts, path, str(TIMEOUT_S)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = start_ephemeral_holder(holder_hosts, path, TIMEOUT_S)
     try:
-        if holder.stdout.readline().strip() != "created":
-            raise RuntimeError("the holder did not create its ephemeral")
         time.sleep(1)
     finally:
         holder.send_signal(signal.SIGKILL)

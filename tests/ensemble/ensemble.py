@@ -59,6 +59,33 @@ def free_ports(count):
             s.close()
 
 
+HOLDER_SCRIPT = """
+import sys, time
+from kazoo.client import KazooClient
+hosts, path, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+c = KazooClient(hosts=hosts, timeout=timeout_s)
+c.start(timeout=30)
+c.ensure_path(path.rsplit('/', 1)[0] or '/')
+c.create(path, b'x', ephemeral=True)
+print('created', flush=True)
+time.sleep(600)
+"""
+
+
+def start_ephemeral_holder(hosts, path, timeout_s):
+    """A kazoo client in a process of its own, with a session of timeout_s, that creates the
+    ephemeral node path (and its parents) and then only keeps its session: kill the process to
+    leave the session behind. Returns the process once the node exists (kazoo must be
+    installed)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER_SCRIPT, hosts, path, str(timeout_s)],
+                              stdout=subprocess.PIPE, text=True)
+    if holder.stdout.readline().strip() != "created":
+        holder.kill()
+        holder.wait()
+        raise EnsembleError(f"the holder of {path} did not create it")
+    return holder
+
+
 def four_letter(port, word, timeout_s=2.0):
     """The answer to a four-letter word, or '' when the server does not answer."""
     try:

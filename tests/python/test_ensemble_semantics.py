@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ import zkwire
 from test_kazoo_support import create_ttl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
-from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter  # noqa: E402
+from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter, start_ephemeral_holder  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -189,27 +188,13 @@ def test_a_follower_paused_longer_than_the_leader_timeout_keeps_following_and_it
         c.close()
 
 
-HOLDER = """
-import sys, time
-from kazoo.client import KazooClient
-c = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[3]))
-c.start(timeout=15)
-c.ensure_path('/live')
-c.create(sys.argv[2], b'x', ephemeral=True)
-print('created', flush=True)
-time.sleep(600)
-"""
-
-
 def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere(ens):
     """A session whose client talks only to a non-voting server must not expire while it talks
     (its liveness reaches whoever decides expiry), and when its process dies without a word its
     ephemerals vanish from every server."""
     timeout_s = 2.0
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, ens.hosts(OBSERVER), "/live/held",
-                               str(timeout_s)], stdout=subprocess.PIPE, text=True)
+    holder = start_ephemeral_holder(ens.hosts(OBSERVER), "/live/held", timeout_s)
     try:
-        assert holder.stdout.readline().strip() == "created"
         time.sleep(4 * timeout_s)
         assert exists_everywhere(ens, "/live/held") == {sid: True for sid in ens.ids}
         holder.send_signal(signal.SIGKILL)
