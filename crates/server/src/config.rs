@@ -165,6 +165,9 @@ pub struct ServerConfig {
     pub container_check_interval_ms: u64,
     /// znode.container.maxNeverUsedIntervalMs.
     pub container_never_used_ms: i64,
+    /// Containers and TTL nodes the reaper goes over at one tick at least (no key: the
+    /// simulator makes it small, so that its checks span ticks).
+    pub reap_scan_per_tick_min: usize,
     /// zookeeper.nio.sessionlessCnxnTimeout: time allowed to complete the handshake.
     pub handshake_timeout_ms: u64,
     /// reconfigEnabled.
@@ -320,6 +323,7 @@ impl Default for ServerConfig {
             server_threads: 0,
             container_check_interval_ms: 60_000,
             container_never_used_ms: 300_000,
+            reap_scan_per_tick_min: 1024,
             handshake_timeout_ms: 10_000,
             reconfig_enabled: false,
             admin: AdminServerConfig::default(),

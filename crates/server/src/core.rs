@@ -326,6 +326,29 @@ impl LiveSession {
     }
 }
 
+/// A container or TTL node's last change as the reaper saw it, when a check first saw it, and
+/// the check that saw the node last (entries no check saw are of nodes gone).
+struct FirstSeen {
+    change: Zxid,
+    seen_ms: u64,
+    check: u64,
+}
+
+/// A reaper's check in progress: the last path it went over ("" before the first), which
+/// check it is, and how many reaps it has appended.
+struct ReapCheck {
+    after: String,
+    check: u64,
+    reaps: usize,
+}
+
+/// A check goes over the containers and TTL nodes in at most this many ticks once there are
+/// many (each tick takes at least [`ServerConfig::reap_scan_per_tick_min`] of them): one tick
+/// over them all would stall everything else on this thread, 75 ms for 100,000 of them.
+const REAP_CHECK_TICKS: usize = 64;
+/// Reaps one check appends at most: more wait for the next check.
+const REAPS_PER_CHECK_MAX: usize = 10_000;
+
 pub struct Core {
     config: Arc<ServerConfig>,
     log: Arc<dyn OrderingLayer>,
@@ -349,7 +372,11 @@ pub struct Core {
     /// Each container and TTL node as the reaper last checked it: its last change, and when
     /// (by this server's monotonic clock) a check first saw that change. Its idle time counts
     /// from there, never from an mtime another server's wall clock stamped.
-    reap_first_seen: HashMap<String, (Zxid, u64)>,
+    reap_first_seen: HashMap<String, FirstSeen>,
+    /// The reaper's check under way, if one is: it goes over the nodes a chunk at each tick.
+    reap_check: Option<ReapCheck>,
+    /// Checks begun since this server started.
+    reap_checks: u64,
     now: Now,
     pub stats: ServerStats,
     /// Latency histograms and log/snapshot numbers for /metrics; the driver records the IO ones.
@@ -391,6 +418,8 @@ impl Core {
             local_sessions_made: 0,
             next_reap_ms: now.monotonic_ms + config.container_check_interval_ms,
             reap_first_seen: HashMap::new(),
+            reap_check: None,
+            reap_checks: 0,
             config,
             log,
             origin,
@@ -1022,33 +1051,74 @@ impl Core {
     /// is due once it has stayed unchanged, since a check here first saw its last change,
     /// for longer than it must: it was changed no later than that, so it is never reaped
     /// early, whatever any wall clock says. The price: it is reaped up to a check interval
-    /// late, and up to a whole wait late on a server that started after its last change.
+    /// (and the check's own ticks) late, and up to a whole wait late on a server that started
+    /// after its last change. A check goes over the nodes in path order, a chunk at each
+    /// tick, so that many nodes do not stall this thread.
     fn reap_nodes(&mut self) {
         let now_ms = self.now.monotonic_ms;
-        if now_ms < self.next_reap_ms {
-            return;
-        }
-        self.next_reap_ms = now_ms + self.config.container_check_interval_ms;
-        const REAPS_PER_CHECK_MAX: usize = 10_000;
+        let mut check = match self.reap_check.take() {
+            Some(check) => check,
+            None if now_ms < self.next_reap_ms => return,
+            None => {
+                self.next_reap_ms = now_ms + self.config.container_check_interval_ms;
+                self.reap_checks += 1;
+                ReapCheck {
+                    after: String::new(),
+                    check: self.reap_checks,
+                    reaps: 0,
+                }
+            }
+        };
+        let chunk = (self.tree.reapable_count() / REAP_CHECK_TICKS)
+            .max(self.config.reap_scan_per_tick_min)
+            .max(1);
         let decides = self.role.decides_expiry();
-        let mut first_seen = HashMap::with_capacity(self.reap_first_seen.len());
         let mut due = Vec::new();
-        for candidate in self.tree.reap_candidates() {
-            let seen_ms = match self.reap_first_seen.get(candidate.path) {
-                Some(&(change, seen_ms)) if change == candidate.last_change => seen_ms,
-                _ => now_ms,
+        let mut last_path = None;
+        let mut scanned = 0;
+        for (path, candidate) in self.tree.reapable_after(&check.after).take(chunk) {
+            (last_path, scanned) = (Some(path), scanned + 1);
+            let Some(candidate) = candidate else {
+                continue;
             };
-            first_seen.insert(candidate.path.to_owned(), (candidate.last_change, seen_ms));
+            // Looked up by reference first: a key is allocated only for a node new here.
+            let seen_ms = match self.reap_first_seen.get_mut(path) {
+                Some(seen) => {
+                    if seen.change != candidate.last_change {
+                        (seen.change, seen.seen_ms) = (candidate.last_change, now_ms);
+                    }
+                    seen.check = check.check;
+                    seen.seen_ms
+                }
+                None => {
+                    let seen = FirstSeen {
+                        change: candidate.last_change,
+                        seen_ms: now_ms,
+                        check: check.check,
+                    };
+                    self.reap_first_seen.insert(path.to_owned(), seen);
+                    now_ms
+                }
+            };
             let idle_ms = i64::try_from(now_ms - seen_ms).unwrap_or(i64::MAX);
             if decides
                 && candidate.childless
                 && candidate.after.is_due(idle_ms)
-                && due.len() < REAPS_PER_CHECK_MAX
+                && check.reaps < REAPS_PER_CHECK_MAX
             {
-                due.push((candidate.path.to_owned(), candidate.last_change));
+                due.push((path.to_owned(), candidate.last_change));
+                check.reaps += 1;
             }
         }
-        self.reap_first_seen = first_seen;
+        match last_path {
+            Some(path) if scanned == chunk => {
+                check.after = path.to_owned();
+                self.reap_check = Some(check);
+            }
+            _ => self
+                .reap_first_seen
+                .retain(|_, seen| seen.check == check.check),
+        }
         for (path, last_change) in due {
             let command = Command {
                 session_id: 0,
@@ -1061,7 +1131,7 @@ impl Core {
                 },
             };
             if !self.append(0, command) {
-                return; // the reaper comes back at its next check
+                return; // the node is found due again at the next check
             }
         }
     }
@@ -2251,40 +2321,97 @@ mod tests {
         let session_id = core.tree.sessions().next().unwrap().0;
         // The member that took the create has a wall clock an hour behind the leader's.
         let lagging_wall_ms = at_ms(0).wall_ms - 3_600_000;
-        let create = CommandOp::Write {
-            request: Request::CreateTtl(zoolog_proto::CreateTtlRequest {
-                path: "/ttl".into(),
-                data: None,
-                acl: Some(vec![zoolog_proto::Acl {
-                    perms: zoolog_proto::codes::perms::ALL,
-                    id: zoolog_proto::Id::new("world", "anyone"),
-                }]),
-                flags: zoolog_proto::CreateMode::PersistentWithTtl.code(),
-                ttl: 1_000,
-            }),
-            identities: vec![],
-        };
+        let create = ttl_node_create("/ttl", 1_000);
         commit_from_elsewhere(&mut core, 2, command(session_id, lagging_wall_ms, create));
         assert!(core.tree.stat("/ttl").is_some());
-        let reaps = |layer: &QueueLayer| -> Vec<CommandOp> {
-            let queued = std::mem::take(&mut *layer.queued.lock().unwrap());
-            queued
-                .iter()
-                .map(|entry| Envelope::decode(entry).unwrap().command.op)
-                .filter(|op| matches!(op, CommandOp::Reap { .. }))
-                .collect()
-        };
         // The first check (at 150 ms) sees the node; its TTL counts from there.
         for ms in [150, 250, 1_150] {
             core.handle(Input::Tick, at_ms(ms));
-            assert_eq!(reaps(&layer), [], "at {ms} ms");
+            assert_eq!(queued_reaps(&layer), [], "at {ms} ms");
         }
         core.handle(Input::Tick, at_ms(1_250));
         let judged = CommandOp::Reap {
             path: "/ttl".into(),
             unchanged_since: Some(2),
         };
-        assert_eq!(reaps(&layer), [judged]);
+        assert_eq!(queued_reaps(&layer), [judged]);
+    }
+
+    /// The create of a TTL node at `path`, open to all.
+    fn ttl_node_create(path: &str, ttl_ms: i64) -> CommandOp {
+        CommandOp::Write {
+            request: Request::CreateTtl(zoolog_proto::CreateTtlRequest {
+                path: path.into(),
+                data: None,
+                acl: Some(vec![zoolog_proto::Acl {
+                    perms: zoolog_proto::codes::perms::ALL,
+                    id: zoolog_proto::Id::new("world", "anyone"),
+                }]),
+                flags: zoolog_proto::CreateMode::PersistentWithTtl.code(),
+                ttl: ttl_ms,
+            }),
+            identities: vec![],
+        }
+    }
+
+    /// The `Reap`s `layer` has been handed since last asked.
+    fn queued_reaps(layer: &QueueLayer) -> Vec<CommandOp> {
+        let queued = std::mem::take(&mut *layer.queued.lock().unwrap());
+        queued
+            .iter()
+            .map(|entry| Envelope::decode(entry).unwrap().command.op)
+            .filter(|op| matches!(op, CommandOp::Reap { .. }))
+            .collect()
+    }
+
+    /// Many nodes would stall this thread if one tick went over them all: a check goes over
+    /// them a chunk at each tick, in path order, and begins again only once it has seen them
+    /// all and the check interval has passed.
+    #[test]
+    fn a_check_goes_over_the_nodes_a_chunk_at_each_tick() {
+        let config = ServerConfig {
+            extended_types_enabled: true,
+            container_check_interval_ms: 100,
+            reap_scan_per_tick_min: 1,
+            ..ServerConfig::default()
+        };
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let command = |session_id, op| Command {
+            session_id,
+            cxid: 1,
+            time_ms: 0,
+            owner: 4242,
+            op,
+        };
+        let create_session = CommandOp::CreateSession {
+            timeout_ms: 30_000,
+            password: vec![0; 16],
+        };
+        commit_from_elsewhere(&mut core, 1, command(0, create_session));
+        let session_id = core.tree.sessions().next().unwrap().0;
+        for (position, path) in [(2, "/c"), (3, "/a"), (4, "/b")] {
+            commit_from_elsewhere(
+                &mut core,
+                position,
+                command(session_id, ttl_node_create(path, 80)),
+            );
+        }
+        // The first check sees one node a tick from 150 ms and ends at the tick that finds no
+        // more; the second begins an interval after the first did, and finds each due in turn.
+        for ms in [150, 160, 170, 180, 240] {
+            core.handle(Input::Tick, at_ms(ms));
+            assert_eq!(queued_reaps(&layer), [], "at {ms} ms");
+        }
+        for (ms, path, created) in [(250, "/a", 3), (260, "/b", 4), (270, "/c", 2)] {
+            core.handle(Input::Tick, at_ms(ms));
+            let judged = CommandOp::Reap {
+                path: path.into(),
+                unchanged_since: Some(created),
+            };
+            assert_eq!(queued_reaps(&layer), [judged], "at {ms} ms");
+        }
+        core.handle(Input::Tick, at_ms(280));
+        assert_eq!(queued_reaps(&layer), [], "the second check has ended");
     }
 
     #[test]

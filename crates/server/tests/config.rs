@@ -261,6 +261,7 @@ fn full_zoo_cfg_with_every_key() {
         server_threads: 1,
         container_check_interval_ms: 5000,
         container_never_used_ms: 0,
+        reap_scan_per_tick_min: 1024,
         handshake_timeout_ms: 2500,
         reconfig_enabled: false,
         admin: AdminServerConfig {

@@ -10,6 +10,7 @@ use crate::{Command, CommandOp, SessionSeen, TreeConfig, Zxid};
 use imbl::{GenericHashMap, OrdMap, OrdSet};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
+use std::ops::Bound;
 use std::sync::Arc;
 use zoolog_proto::{Acl, ErrorCode, EventType, Id, Response, SharedData, Stat};
 
@@ -521,20 +522,37 @@ impl DataTree {
     /// with children is left out (it has had a child, so it is due as soon as it is empty);
     /// a TTL node with children is not, so that its time counts while they live.
     pub fn reap_candidates(&self) -> impl Iterator<Item = ReapCandidate<'_>> {
-        self.reapable_kinds.iter().filter_map(|path| {
+        self.reapable_after("")
+            .filter_map(|(_, candidate)| candidate)
+    }
+
+    /// The containers and TTL nodes whose paths sort after `after` (all of them after ""), in
+    /// path order, each as [`DataTree::reap_candidates`] would give it, or `None` where it
+    /// leaves the node out: so that a reaper can go over them a bounded number at a time.
+    pub fn reapable_after<'a>(
+        &'a self,
+        after: &'a str,
+    ) -> impl Iterator<Item = (&'a str, Option<ReapCandidate<'a>>)> + 'a {
+        let range = (Bound::Excluded(after), Bound::Unbounded);
+        self.reapable_kinds.range::<_, str>(range).map(|path| {
             let node = &self.nodes[path.as_str()];
-            let after = self.reap_after(node)?;
             let childless = node.children.is_empty();
-            if !childless && node.kind == NodeKind::Container {
-                return None;
-            }
-            Some(ReapCandidate {
-                path,
-                last_change: node.mzxid,
-                after,
-                childless,
-            })
+            let candidate = self
+                .reap_after(node)
+                .filter(|_| childless || node.kind != NodeKind::Container)
+                .map(|after| ReapCandidate {
+                    path,
+                    last_change: node.mzxid,
+                    after,
+                    childless,
+                });
+            (path.as_str(), candidate)
         })
+    }
+
+    /// How many containers and TTL nodes there are.
+    pub fn reapable_count(&self) -> usize {
+        self.reapable_kinds.len()
     }
 
     /// The ACL to attach to a trigger: empty (admits all) when ACLs are skipped.

@@ -345,11 +345,15 @@ impl ZkState {
         let reaping = Reaping::draw(rng);
         let clocks = ServerClock::draw(rng, nodes.len());
         let restarts = Restarts::draw(rng);
+        let defaults = ServerConfig::default();
         let container_check_interval_ms = reaping
             .as_ref()
-            .map_or(ServerConfig::default().container_check_interval_ms, |r| {
+            .map_or(defaults.container_check_interval_ms, |r| {
                 r.check_interval_ms
             });
+        let reap_scan_per_tick_min = reaping
+            .as_ref()
+            .map_or(defaults.reap_scan_per_tick_min, |r| r.scan_per_tick_min);
         let members: BTreeMap<u64, PeerConfig> = nodes
             .iter()
             .map(|(id, observer)| {
@@ -376,6 +380,7 @@ impl ZkState {
                     entries_per_snapshot: u64::MAX,
                     read_only_mode_enabled,
                     container_check_interval_ms,
+                    reap_scan_per_tick_min,
                     server_id: *id as u8,
                     ensemble: Some(EnsembleConfig {
                         members: members.clone(),

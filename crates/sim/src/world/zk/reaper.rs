@@ -21,6 +21,9 @@ pub(super) const REAP_STREAM: u64 = 5;
 pub(super) struct Reaping {
     pub(super) check_interval_ms: u64,
     pub(super) never_used_ms: i64,
+    /// The fewest nodes a check goes over at a tick: small in most seeds, so that a check
+    /// spans ticks while nodes come, change and go.
+    pub(super) scan_per_tick_min: usize,
     rng: Rng,
 }
 
@@ -34,6 +37,7 @@ impl Reaping {
         Some(Reaping {
             check_interval_ms: rng.range(50, 1_000),
             never_used_ms: rng.range(100, 3_000) as i64,
+            scan_per_tick_min: *rng.pick(&[1, 2, 4, 1024]).unwrap(),
             rng,
         })
     }
