@@ -132,7 +132,10 @@ impl World {
         }
         let session_id = open[restarts.rng.below(open.len() as u64) as usize];
         let mut wrong_password = restarts.abandoned[&session_id].clone();
-        wrong_password[0] ^= 1;
+        match wrong_password.first_mut() {
+            Some(byte) => *byte ^= 1,
+            None => wrong_password.push(1),
+        }
         let client_id = zk.clients[c].id;
         self.log(None, || {
             format!("client {client_id}: knocks on session {session_id:#x}, password wrong")
