@@ -334,11 +334,10 @@ struct FirstSeen {
     check: u64,
 }
 
-/// A reaper's check in progress: the last path it went over ("" before the first), which
-/// check it is, and how many reaps it has appended.
+/// A reaper's check in progress (the latest one begun): the last path it went over ("" before
+/// the first), and how many reaps it has appended.
 struct ReapCheck {
     after: String,
-    check: u64,
     reaps: usize,
 }
 
@@ -375,7 +374,7 @@ pub struct Core {
     reap_first_seen: HashMap<String, FirstSeen>,
     /// The reaper's check under way, if one is: it goes over the nodes a chunk at each tick.
     reap_check: Option<ReapCheck>,
-    /// Checks begun since this server started.
+    /// Checks begun since this server started: the one under way, or the last, is this one.
     reap_checks: u64,
     now: Now,
     pub stats: ServerStats,
@@ -1064,7 +1063,6 @@ impl Core {
                 self.reap_checks += 1;
                 ReapCheck {
                     after: String::new(),
-                    check: self.reap_checks,
                     reaps: 0,
                 }
             }
@@ -1072,7 +1070,7 @@ impl Core {
         let chunk = (self.tree.reapable_count() / REAP_CHECK_TICKS)
             .max(self.config.reap_scan_per_tick_min)
             .max(1);
-        let decides = self.role.decides_expiry();
+        let (decides, this_check) = (self.role.decides_expiry(), self.reap_checks);
         let mut due = Vec::new();
         let mut last_path = None;
         let mut scanned = 0;
@@ -1087,14 +1085,14 @@ impl Core {
                     if seen.change != candidate.last_change {
                         (seen.change, seen.seen_ms) = (candidate.last_change, now_ms);
                     }
-                    seen.check = check.check;
+                    seen.check = this_check;
                     seen.seen_ms
                 }
                 None => {
                     let seen = FirstSeen {
                         change: candidate.last_change,
                         seen_ms: now_ms,
-                        check: check.check,
+                        check: this_check,
                     };
                     self.reap_first_seen.insert(path.to_owned(), seen);
                     now_ms
@@ -1117,7 +1115,7 @@ impl Core {
             }
             _ => self
                 .reap_first_seen
-                .retain(|_, seen| seen.check == check.check),
+                .retain(|_, seen| seen.check == this_check),
         }
         for (path, last_change) in due {
             let command = Command {
@@ -2249,6 +2247,22 @@ mod tests {
         commit_from_elsewhere_at(core, position, command, at_ms(10));
     }
 
+    /// Hands `core` entry 1, a session of `timeout_ms` that member 4242 created: its id.
+    fn session_from_elsewhere(core: &mut Core, timeout_ms: i32) -> i64 {
+        let create_session = Command {
+            session_id: 0,
+            cxid: 0,
+            time_ms: 0,
+            owner: 4242,
+            op: CommandOp::CreateSession {
+                timeout_ms,
+                password: vec![0; 16],
+            },
+        };
+        commit_from_elsewhere(core, 1, create_session);
+        core.tree.sessions().next().unwrap().0
+    }
+
     /// [`commit_from_elsewhere`] at `now`.
     fn commit_from_elsewhere_at(core: &mut Core, position: Zxid, command: Command, now: Now) {
         let envelope = Envelope {
@@ -2306,23 +2320,16 @@ mod tests {
             ..ServerConfig::default()
         };
         let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
-        let command = |session_id, time_ms, op| Command {
+        let session_id = session_from_elsewhere(&mut core, 30_000);
+        // The member that took the create has a wall clock an hour behind the leader's.
+        let create = Command {
             session_id,
             cxid: 1,
-            time_ms,
+            time_ms: at_ms(0).wall_ms - 3_600_000,
             owner: 4242,
-            op,
+            op: ttl_node_create("/ttl", 1_000),
         };
-        let create_session = CommandOp::CreateSession {
-            timeout_ms: 30_000,
-            password: vec![0; 16],
-        };
-        commit_from_elsewhere(&mut core, 1, command(0, 0, create_session));
-        let session_id = core.tree.sessions().next().unwrap().0;
-        // The member that took the create has a wall clock an hour behind the leader's.
-        let lagging_wall_ms = at_ms(0).wall_ms - 3_600_000;
-        let create = ttl_node_create("/ttl", 1_000);
-        commit_from_elsewhere(&mut core, 2, command(session_id, lagging_wall_ms, create));
+        commit_from_elsewhere(&mut core, 2, create);
         assert!(core.tree.stat("/ttl").is_some());
         // The first check (at 150 ms) sees the node; its TTL counts from there.
         for ms in [150, 250, 1_150] {
@@ -2376,25 +2383,16 @@ mod tests {
             ..ServerConfig::default()
         };
         let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
-        let command = |session_id, op| Command {
-            session_id,
-            cxid: 1,
-            time_ms: 0,
-            owner: 4242,
-            op,
-        };
-        let create_session = CommandOp::CreateSession {
-            timeout_ms: 30_000,
-            password: vec![0; 16],
-        };
-        commit_from_elsewhere(&mut core, 1, command(0, create_session));
-        let session_id = core.tree.sessions().next().unwrap().0;
+        let session_id = session_from_elsewhere(&mut core, 30_000);
         for (position, path) in [(2, "/c"), (3, "/a"), (4, "/b")] {
-            commit_from_elsewhere(
-                &mut core,
-                position,
-                command(session_id, ttl_node_create(path, 80)),
-            );
+            let create = Command {
+                session_id,
+                cxid: 1,
+                time_ms: 0,
+                owner: 4242,
+                op: ttl_node_create(path, 80),
+            };
+            commit_from_elsewhere(&mut core, position, create);
         }
         // The first check sees one node a tick from 150 ms and ends at the tick that finds no
         // more; the second begins an interval after the first did, and finds each due in turn.
@@ -2456,18 +2454,7 @@ mod tests {
             ..ServerConfig::default()
         };
         let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
-        let create_session = Command {
-            session_id: 0,
-            cxid: 0,
-            time_ms: 0,
-            owner: 4242,
-            op: CommandOp::CreateSession {
-                timeout_ms: 6_000,
-                password: vec![0; 16],
-            },
-        };
-        commit_from_elsewhere(&mut core, 1, create_session);
-        let session_id = core.tree.sessions().next().unwrap().0;
+        let session_id = session_from_elsewhere(&mut core, 6_000);
         let late_command = Command {
             session_id,
             cxid: 5,
