@@ -492,6 +492,10 @@ class Ensemble:
     def delay(self, a, b, ms):
         self.proxy(f"delay {a} {b} {ms}")
 
+    def corrupt(self, a, b, every):
+        """Flips one random bit in every `every`th chunk a sends to b (0 stops it)."""
+        self.proxy(f"corrupt {a} {b} {every}")
+
     def heal(self):
         self.proxy("heal")
 

@@ -16,9 +16,11 @@ Control: a unix socket taking one command per line, answering one line ("ok ..."
                               network would, `refuse` accepts and resets them at once
     unblock A B               let A reach B again (held connections are closed so A retries)
     delay A B MS              add MS milliseconds to every chunk in both directions of A->B links
+    corrupt A B N             flip one random bit in every Nth chunk A sends on A->B links (0: stop)
     drop-all                  block every link
-    heal                      unblock every link and clear every delay
-    status                    one JSON line: blocked pairs, delays, open connection counts
+    heal                      unblock every link and clear every delay and corruption
+    status                    one JSON line: blocked pairs, delays, corruptions (with the chunks
+                              corrupted so far), open connection counts
     ping                      "ok pong"
 
 A partition between groups G1 and G2 is `block a b` and `block b a` for every a in G1, b in G2:
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -77,6 +80,7 @@ class Proxy:
         self.links = links
         self.blocked = {}  # (src, dst) -> "hold" | "refuse"
         self.delays = {}  # (src, dst) -> seconds
+        self.corruptions = {}  # (src, dst) -> [every Nth chunk, chunks seen, chunks corrupted]
 
     def pair_links(self, src, dst):
         return [l for l in self.links if l.src == src and l.dst == dst]
@@ -109,16 +113,17 @@ class Proxy:
             return
         conn = Conn(link, reader, writer, ureader, uwriter)
         link.conns.add(conn)
-        conn.tasks = [asyncio.ensure_future(self.pump(link, reader, uwriter)),
-                      asyncio.ensure_future(self.pump(link, ureader, writer))]
+        conn.tasks = [asyncio.ensure_future(self.pump(link, reader, uwriter, sent_by_src=True)),
+                      asyncio.ensure_future(self.pump(link, ureader, writer, sent_by_src=False))]
         try:
             await asyncio.wait(conn.tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             conn.abort()
             link.conns.discard(conn)
 
-    async def pump(self, link, reader, writer):
-        """Copies one direction through a bounded queue, applying the link's current delay."""
+    async def pump(self, link, reader, writer, sent_by_src):
+        """Copies one direction through a bounded queue, applying the link's current delay (and,
+        to what src sends, its corruption)."""
         queue = asyncio.Queue(MAX_QUEUED)
 
         async def read_side():
@@ -127,6 +132,8 @@ class Proxy:
                     data = await reader.read(CHUNK)
                     if not data:
                         break
+                    if sent_by_src:
+                        data = self.maybe_corrupt(link, data)
                     due = time.monotonic() + self.delays.get((link.src, link.dst), 0.0)
                     await queue.put((due, data))
             except (OSError, ConnectionError):
@@ -150,6 +157,19 @@ class Proxy:
         finally:
             reading.cancel()
 
+    def maybe_corrupt(self, link, data):
+        corruption = self.corruptions.get((link.src, link.dst))
+        if corruption is None:
+            return data
+        corruption[1] += 1
+        if corruption[1] % corruption[0]:
+            return data
+        corruption[2] += 1
+        bit = random.randrange(len(data) * 8)
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        return bytes(flipped)
+
     def block(self, src, dst, mode):
         self.blocked[(src, dst)] = mode
         for link in self.pair_links(src, dst):
@@ -168,6 +188,8 @@ class Proxy:
         return {
             "blocked": [[s, d, m] for (s, d), m in sorted(self.blocked.items())],
             "delays_ms": [[s, d, int(v * 1000)] for (s, d), v in sorted(self.delays.items())],
+            "corruptions": [[s, d, every, corrupted]
+                            for (s, d), (every, _, corrupted) in sorted(self.corruptions.items())],
             "connections": {repr(l): len(l.conns) for l in self.links if l.conns},
             "held": {repr(l): len(l.held) for l in self.links if l.held},
         }
@@ -197,6 +219,15 @@ class Proxy:
                 else:
                     self.delays[(int(args[0]), int(args[1]))] = ms / 1000.0
                 return "ok"
+            if op == "corrupt" and len(args) == 3:
+                pair, every = (int(args[0]), int(args[1])), int(args[2])
+                if every < 0:
+                    return "error N must be 0 (stop) or more"
+                if every == 0:
+                    self.corruptions.pop(pair, None)
+                else:
+                    self.corruptions[pair] = [every, 0, 0]
+                return "ok"
             if op == "drop-all" and not args:
                 for a in ids:
                     for b in ids:
@@ -207,6 +238,7 @@ class Proxy:
                 for (a, b) in list(self.blocked):
                     self.unblock(a, b)
                 self.delays.clear()
+                self.corruptions.clear()
                 return "ok"
             if op == "status" and not args:
                 return "ok " + json.dumps(self.status())

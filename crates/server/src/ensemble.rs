@@ -12,9 +12,12 @@
 //! other one and sends on that connection, and receives on the connections others dialled.
 //! The election port is accepted in the configuration but not used, since votes are just
 //! more messages of the same protocol. A message travels as pieces, each behind a 4-byte
-//! length (see `write_message`); its large payloads are written from their own buffers,
-//! shared by every peer's copy. A connection opens with a hello naming the sender. Messages
-//! a full queue or a broken connection loses are fine: the protocol retransmits.
+//! length, and ends with its checksum (see `write_message`); its large payloads are written
+//! from their own buffers, shared by every peer's copy. A connection opens with a hello naming
+//! the sender. Messages a full queue or a broken connection loses are fine: the protocol
+//! retransmits. So a message that arrives corrupted is one more loss: its connection is
+//! dropped, never is the message acted on (an entry the log holds must be the one proposed,
+//! since every member applies it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -56,11 +59,12 @@ pub enum Delivery {
 }
 
 /// A message goes to a peer in pieces of at most this many bytes, each behind a length word
-/// (see [`write_message`]). Only a snapshot can need more than one piece; a message of one
-/// piece is exactly the frame earlier versions sent, so they understand it too.
+/// (see [`write_message`]). Only a snapshot can need more than one piece.
 const PEER_PIECE_BYTES_MAX: usize = 1 << 30;
 /// Set in a length word whose piece the next one continues.
 const PIECE_CONTINUES: u32 = 1 << 31;
+/// A piece's length word and its checksum (see [`piece_header`]).
+const PIECE_HEADER_BYTES: usize = 8;
 /// One message from a peer, all its pieces together. A snapshot travels in one `NewLeader`, so
 /// this bounds the snapshot an ensemble can move to a learner; the tree it encodes must fit
 /// in each member's memory anyway.
@@ -93,8 +97,9 @@ const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
 /// leader has each lane's forwards. 5: log entries may reap a node only if unchanged since a
 /// given zxid (the tree's Reap entries of tag 9), which a member of version 4 cannot apply. A
 /// peer of another version is refused at its hello rather than misread, or stopped by the
-/// first entry it cannot apply.
-const HELLO_VERSION: u8 = 5;
+/// first entry it cannot apply. 6: hellos, the pieces' lengths and messages carry CRC-32Cs
+/// (see [`write_message`]).
+const HELLO_VERSION: u8 = 6;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
@@ -1203,24 +1208,36 @@ async fn write_frame(
     Ok(())
 }
 
-/// What a connection between peers opens with: the protocol and the dialling server's id.
-fn hello(me: ServerId) -> [u8; 13] {
-    let mut hello = [0u8; 13];
+/// A hello's fields: magic, protocol version and the dialling server's id. Its CRC-32C follows
+/// them (since version 6; read only once the version is known to be ours), so that a bit
+/// flipped on the way cannot pass one member's messages off as another's.
+const HELLO_FIELDS_BYTES: usize = 13;
+const HELLO_BYTES: usize = HELLO_FIELDS_BYTES + 4;
+
+/// What a connection between peers opens with.
+fn hello(me: ServerId) -> [u8; HELLO_BYTES] {
+    let mut hello = [0u8; HELLO_BYTES];
     hello[..4].copy_from_slice(HELLO_MAGIC);
     hello[4] = HELLO_VERSION;
-    hello[5..].copy_from_slice(&me.to_be_bytes());
+    hello[5..HELLO_FIELDS_BYTES].copy_from_slice(&me.to_be_bytes());
+    let checksum = crc32c::crc32c(&hello[..HELLO_FIELDS_BYTES]);
+    hello[HELLO_FIELDS_BYTES..].copy_from_slice(&checksum.to_be_bytes());
     hello
 }
 
-/// The dialling server's id and protocol version.
-fn hello_parts(hello: &[u8; 13]) -> std::io::Result<(ServerId, u8)> {
+/// The dialling server's id and protocol version, from a hello's fields (its checksum is not
+/// looked at).
+fn hello_parts(hello: &[u8; HELLO_BYTES]) -> std::io::Result<(ServerId, u8)> {
     if &hello[..4] != HELLO_MAGIC {
         return Err(std::io::Error::other("not a zoolog peer (bad hello)"));
     }
-    Ok((
-        u64::from_be_bytes(hello[5..13].try_into().unwrap()),
-        hello[4],
-    ))
+    let id = &hello[5..HELLO_FIELDS_BYTES];
+    Ok((u64::from_be_bytes(id.try_into().unwrap()), hello[4]))
+}
+
+fn check_hello_checksum(hello: &[u8; HELLO_BYTES]) -> std::io::Result<()> {
+    let (fields, sent) = hello.split_at(HELLO_FIELDS_BYTES);
+    check_sum(fields, sent, || "a hello".to_owned())
 }
 
 fn check_version(from: ServerId, version: u8) -> std::io::Result<()> {
@@ -1234,9 +1251,14 @@ fn check_version(from: ServerId, version: u8) -> std::io::Result<()> {
 }
 
 /// Writes the message made of `parts` (one after the other) as pieces of at most
-/// `piece_bytes_max` bytes, each behind a big-endian length word with [`PIECE_CONTINUES`] set
-/// on all but the last. A length word has 31 bits for the length, and a reader refuses a
-/// runaway message piece by piece. Pieces and parts need not line up.
+/// `piece_bytes_max` bytes, each behind a header (see [`piece_header`]), then the message's
+/// CRC-32C (Castagnoli), big-endian. Pieces and parts need not line up.
+///
+/// TCP's own checksum misses some corruption that hardware between hosts causes, and an entry
+/// corrupted on its way would be applied by every member: a payload is opaque to the
+/// protocol, and the log's own checksums only cover what it was given. A length has its own
+/// checksum so that a corrupted one is caught before it is acted on: trusted, it could make
+/// the reader wait for a gigabyte that never comes, swallowing every later message.
 async fn write_message<W: AsyncWrite + Unpin>(
     writer: &mut W,
     parts: &[Bytes],
@@ -1250,15 +1272,12 @@ async fn write_message<W: AsyncWrite + Unpin>(
     let piece_count = message_bytes.div_ceil(piece_bytes_max).max(1);
     let mut unsent_parts = parts.iter();
     let mut part: &[u8] = &[];
+    let mut checksum = 0;
     for index in 0..piece_count {
         let piece_bytes = (message_bytes - index * piece_bytes_max).min(piece_bytes_max);
-        let continues = if index + 1 < piece_count {
-            PIECE_CONTINUES
-        } else {
-            0
-        };
+        let continues = index + 1 < piece_count;
         writer
-            .write_all(&(piece_bytes as u32 | continues).to_be_bytes())
+            .write_all(&piece_header(piece_bytes, continues))
             .await?;
         let mut piece_left = piece_bytes;
         while piece_left > 0 {
@@ -1270,11 +1289,51 @@ async fn write_message<W: AsyncWrite + Unpin>(
             }
             let (now, later) = part.split_at(piece_left.min(part.len()));
             writer.write_all(now).await?;
+            checksum = crc32c::crc32c_append(checksum, now);
             piece_left -= now.len();
             part = later;
         }
     }
-    Ok(())
+    writer.write_all(&checksum.to_be_bytes()).await
+}
+
+/// A piece's header: a big-endian length word, with 31 bits for the length and
+/// [`PIECE_CONTINUES`] set on every piece but a message's last, then the word's CRC-32C.
+fn piece_header(piece_bytes: usize, continues: bool) -> [u8; PIECE_HEADER_BYTES] {
+    let continues = if continues { PIECE_CONTINUES } else { 0 };
+    let word = (piece_bytes as u32 | continues).to_be_bytes();
+    let mut header = [0u8; PIECE_HEADER_BYTES];
+    header[..4].copy_from_slice(&word);
+    header[4..].copy_from_slice(&crc32c::crc32c(&word).to_be_bytes());
+    header
+}
+
+/// A piece's length and whether another piece continues the message, from its header.
+fn piece_header_parts(header: &[u8; PIECE_HEADER_BYTES]) -> std::io::Result<(usize, bool)> {
+    let (word, sent) = header.split_at(4);
+    check_sum(word, sent, || "a piece's length".to_owned())?;
+    let word = u32::from_be_bytes(word.try_into().expect("4 bytes"));
+    Ok((
+        (word & !PIECE_CONTINUES) as usize,
+        word & PIECE_CONTINUES != 0,
+    ))
+}
+
+/// Whether `bytes` match the big-endian CRC-32C `sent` with them; if not, an invalid-data
+/// error about `what`.
+fn check_sum(bytes: &[u8], sent: &[u8], what: impl FnOnce() -> String) -> std::io::Result<()> {
+    let computed = crc32c::crc32c(bytes);
+    if computed.to_be_bytes() == sent {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "{} does not match its checksum (sent {sent:02x?}, computed {computed:#010x}): \
+             corrupted on the way",
+            what()
+        ),
+    ))
 }
 
 /// Limits on what a peer may send, checked before anything is allocated for it.
@@ -1289,17 +1348,17 @@ const PEER_MESSAGE_LIMITS: MessageLimits = MessageLimits {
     message_bytes_max: PEER_MESSAGE_BYTES_MAX,
 };
 
-/// Reads one message that [`write_message`] wrote, joining its pieces.
+/// Reads one message that [`write_message`] wrote, joining its pieces and checking their
+/// lengths' checksums and the message's: what does not match is refused as invalid data.
 async fn read_message<R: AsyncRead + Unpin>(
     reader: &mut R,
     limits: MessageLimits,
 ) -> std::io::Result<Vec<u8>> {
     let mut message = Vec::new();
     loop {
-        let mut word = [0u8; 4];
-        reader.read_exact(&mut word).await?;
-        let word = u32::from_be_bytes(word);
-        let piece_bytes = (word & !PIECE_CONTINUES) as usize;
+        let mut header = [0u8; PIECE_HEADER_BYTES];
+        reader.read_exact(&mut header).await?;
+        let (piece_bytes, continues) = piece_header_parts(&header)?;
         if piece_bytes > limits.piece_bytes_max {
             return Err(std::io::Error::other(format!(
                 "a piece of {piece_bytes} bytes (limit {})",
@@ -1318,10 +1377,16 @@ async fn read_message<R: AsyncRead + Unpin>(
         message.reserve_exact(piece_bytes);
         message.resize(start + piece_bytes, 0);
         reader.read_exact(&mut message[start..]).await?;
-        if word & PIECE_CONTINUES == 0 {
-            return Ok(message);
+        if !continues {
+            break;
         }
     }
+    let mut sent = [0u8; 4];
+    reader.read_exact(&mut sent).await?;
+    check_sum(&message, &sent, || {
+        format!("a message of {} bytes", message.len())
+    })?;
+    Ok(message)
 }
 
 async fn accept_loop(
@@ -1340,8 +1405,14 @@ async fn accept_loop(
         let traffic = traffic.clone();
         let inbox = inbox.clone();
         tokio::spawn(async move {
-            if let Err(error) = read_peer(stream, address, &members, &traffic, &inbox).await {
-                tracing::debug!(%address, %error, "peer connection ended");
+            match read_peer(stream, address, &members, &traffic, &inbox).await {
+                Ok(()) => {}
+                // A peer of the same version sent what it could not have: say so where it
+                // is seen by default (the connection is dropped all the same).
+                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                    tracing::warn!(%address, %error, "a peer's message is refused");
+                }
+                Err(error) => tracing::debug!(%address, %error, "peer connection ended"),
             }
         });
     }
@@ -1354,10 +1425,8 @@ async fn read_peer(
     traffic: &PeerTraffics,
     inbox: &mpsc::Sender<PeerEvent>,
 ) -> std::io::Result<()> {
-    let mut hello = [0u8; 13];
-    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
-        .await
-        .map_err(|_| std::io::Error::other("no hello within 5 s"))??;
+    let mut hello = [0u8; HELLO_BYTES];
+    read_hello_bytes(&mut stream, &mut hello[..HELLO_FIELDS_BYTES]).await?;
     let (from, version) = hello_parts(&hello)?;
     if !members.contains(&from) {
         return Err(std::io::Error::other(format!(
@@ -1378,6 +1447,8 @@ async fn read_peer(
         }
         return Err(error);
     }
+    read_hello_bytes(&mut stream, &mut hello[HELLO_FIELDS_BYTES..]).await?;
+    check_hello_checksum(&hello)?;
     traffic
         .hello_version
         .store(HELLO_VERSION, Ordering::Relaxed);
@@ -1388,6 +1459,13 @@ async fn read_peer(
         let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
     }
     result
+}
+
+async fn read_hello_bytes(stream: &mut TcpStream, bytes: &mut [u8]) -> std::io::Result<()> {
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(bytes))
+        .await
+        .map_err(|_| std::io::Error::other("no hello within 5 s"))?
+        .map(|_| ())
 }
 
 async fn read_frames(
@@ -1401,8 +1479,12 @@ async fn read_frames(
         let frame = read_message(&mut reader, PEER_MESSAGE_LIMITS)
             .await
             .map_err(|error| std::io::Error::new(error.kind(), format!("peer {from}: {error}")))?;
-        let message = Message::decode(Bytes::from(frame))
-            .map_err(|error| std::io::Error::other(format!("peer {from}: {error}")))?;
+        let message = Message::decode(Bytes::from(frame)).map_err(|error| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("peer {from}: {error}"),
+            )
+        })?;
         traffic.frames_received.fetch_add(1, Ordering::Relaxed);
         if inbox
             .send(PeerEvent::Message { from, message })
@@ -1538,21 +1620,18 @@ mod tests {
         wire
     }
 
-    fn word(piece_bytes: u32, continues: bool) -> [u8; 4] {
-        (piece_bytes | if continues { PIECE_CONTINUES } else { 0 }).to_be_bytes()
-    }
-
     #[tokio::test]
     async fn a_message_longer_than_a_piece_goes_in_pieces_and_comes_back_whole() {
         let message: Vec<u8> = (0..20).collect();
         let wire = wire(&[&message], 8).await;
         let expected = [
-            &word(8, true)[..],
+            &piece_header(8, true)[..],
             &message[..8],
-            &word(8, true),
+            &piece_header(8, true),
             &message[8..16],
-            &word(4, false),
+            &piece_header(4, false),
             &message[16..],
+            &crc32c::crc32c(&message).to_be_bytes(),
         ]
         .concat();
         assert_eq!(wire, expected);
@@ -1577,11 +1656,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_message_of_one_piece_is_the_frame_earlier_versions_sent() {
-        assert_eq!(wire(&[b"hello"], 8).await, b"\0\0\0\x05hello");
-        assert_eq!(wire(&[b""], 8).await, b"\0\0\0\0");
-        let mut reader = &b"\0\0\0\0"[..];
-        assert_eq!(read_message(&mut reader, SMALL).await.unwrap(), b"");
+    async fn a_message_of_one_piece_is_its_length_its_bytes_and_their_checksums() {
+        // CRC-32C's check value (RFC 3720, B.4) is that of "123456789".
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        let length = 9u32.to_be_bytes();
+        let expected = [
+            &length[..],
+            &crc32c::crc32c(&length).to_be_bytes(),
+            b"123456789",
+            &0xe306_9283u32.to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(wire(&[b"123456789"], 16).await, expected);
+        let empty = wire(&[b""], 8).await;
+        assert_eq!(empty[..4], [0u8; 4]);
+        assert_eq!(empty[8..], [0u8; 4], "an empty message's checksum is zero");
+        assert_eq!(read_message(&mut &empty[..], SMALL).await.unwrap(), b"");
+    }
+
+    /// Whatever single bit of a message flips on the way, in a piece's header, in its bytes or
+    /// in the checksum, the message is refused as soon as the damaged part has arrived: never
+    /// is another message read in its place, nor does the reader wait for bytes a corrupted
+    /// length promised.
+    #[tokio::test]
+    async fn a_message_corrupted_on_the_way_is_refused() {
+        let message: Vec<u8> = (0..12).collect();
+        let wire = wire(&[&message], 8).await;
+        for bit in 0..wire.len() * 8 {
+            let mut corrupted = wire.clone();
+            corrupted[bit / 8] ^= 1 << (bit % 8);
+            let error = read_message(&mut &corrupted[..], SMALL)
+                .await
+                .expect_err(&format!("bit {bit} flipped, and a message was read"));
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidData, "bit {bit}");
+            assert!(error.to_string().contains("checksum"), "{error}");
+        }
     }
 
     #[tokio::test]
@@ -1598,7 +1707,7 @@ mod tests {
     #[tokio::test]
     async fn a_piece_or_a_message_over_its_limit_is_refused_before_it_is_read() {
         // The declared length alone condemns the piece: its bytes never arrive.
-        let mut reader = &word(9, false)[..];
+        let mut reader = &piece_header(9, false)[..];
         let error = read_message(&mut reader, SMALL).await.unwrap_err();
         assert!(error.to_string().contains("a piece of 9 bytes"), "{error}");
         let too_long: Vec<u8> = (0..21).collect();
@@ -1686,6 +1795,7 @@ mod tests {
     fn a_hello_of_another_protocol_version_is_refused_and_names_both_versions() {
         let ours = hello(7);
         assert_eq!(hello_parts(&ours).unwrap(), (7, HELLO_VERSION));
+        check_hello_checksum(&ours).unwrap();
         check_version(7, HELLO_VERSION).unwrap();
         let error = check_version(7, HELLO_VERSION - 1).unwrap_err().to_string();
         let expected = format!(
@@ -1697,6 +1807,19 @@ mod tests {
         stranger[..4].copy_from_slice(b"HTTP");
         let error = hello_parts(&stranger).unwrap_err().to_string();
         assert_eq!(error, "not a zoolog peer (bad hello)");
+    }
+
+    #[test]
+    fn a_hello_with_a_bit_flipped_is_refused() {
+        let ours = hello(7);
+        for bit in 0..HELLO_BYTES * 8 {
+            let mut corrupted = ours;
+            corrupted[bit / 8] ^= 1 << (bit % 8);
+            let refused = hello_parts(&corrupted)
+                .and_then(|(from, version)| check_version(from, version))
+                .and_then(|()| check_hello_checksum(&corrupted));
+            assert!(refused.is_err(), "bit {bit} flipped, and the hello passed");
+        }
     }
 
     /// A dial loop that waits an hour after a refusal, so only the peer's dialling in can
@@ -1756,7 +1879,7 @@ mod tests {
             .expect("dialled again without waiting out the back-off")
             .unwrap();
         // The hello goes out at once, before any message.
-        let mut hello = [0u8; 13];
+        let mut hello = [0u8; HELLO_BYTES];
         tokio::time::timeout(GUARD, stream.read_exact(&mut hello))
             .await
             .expect("the hello arrives")
