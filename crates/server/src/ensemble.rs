@@ -11,13 +11,13 @@
 //! Peers talk over the quorum port of their `server.N` line only: every server dials every
 //! other one and sends on that connection, and receives on the connections others dialled.
 //! The election port is accepted in the configuration but not used, since votes are just
-//! more messages of the same protocol. A message travels as pieces, each behind a 4-byte
-//! length, and ends with its checksum (see `write_message`); its large payloads are written
-//! from their own buffers, shared by every peer's copy. A connection opens with a hello naming
-//! the sender. Messages a full queue or a broken connection loses are fine: the protocol
-//! retransmits. So a message that arrives corrupted is one more loss: its connection is
-//! dropped, never is the message acted on (an entry the log holds must be the one proposed,
-//! since every member applies it).
+//! more messages of the same protocol. A message travels as pieces, each behind its length
+//! and the length's checksum, and ends with its own checksum (see `write_message`); its large
+//! payloads are written from their own buffers, shared by every peer's copy. A connection
+//! opens with a hello naming the sender. Messages a full queue or a broken connection loses
+//! are fine: the protocol retransmits. So a message that arrives corrupted is one more loss:
+//! its connection is dropped, and the message is never acted on (an entry the log holds must
+//! be the one proposed, since every member applies it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -58,8 +58,8 @@ pub enum Delivery {
     Role(Role),
 }
 
-/// A message goes to a peer in pieces of at most this many bytes, each behind a length word
-/// (see [`write_message`]). Only a snapshot can need more than one piece.
+/// A message goes to a peer in pieces of at most this many bytes, each behind a header (see
+/// [`write_message`]). Only a snapshot can need more than one piece.
 const PEER_PIECE_BYTES_MAX: usize = 1 << 30;
 /// Set in a length word whose piece the next one continues.
 const PIECE_CONTINUES: u32 = 1 << 31;
