@@ -173,6 +173,10 @@ pub struct QuorumCounters {
     /// receives, zoolog the entries, whether they came in a proposal or a sync.
     pub learned_entries: u64,
     pub learned_commits: u64,
+    /// Hellos and messages from peers refused because they did not match their checksums or
+    /// did not decode: corruption on the way (zoolog's own; ZooKeeper's peers have no
+    /// checksums).
+    pub peer_messages_refused: u64,
 }
 
 /// What the tasks that carry one peer's traffic share: its counts (ZooKeeper's per-learner
@@ -377,17 +381,18 @@ impl Ensemble {
         }
         let traffic = Arc::new(traffic);
         let members: Vec<ServerId> = ensemble.members.keys().copied().collect();
-        tasks.push(tokio::spawn(accept_loop(
-            listener,
-            members,
-            traffic.clone(),
-            inbox_tx,
-        )));
         let board = Arc::new(Mutex::new(OperatorBoard::default()));
         board
             .lock()
             .expect("the board's holders never panic")
             .status_changed(zab.status(), Instant::now());
+        tasks.push(tokio::spawn(accept_loop(
+            listener,
+            members,
+            traffic.clone(),
+            inbox_tx,
+            board.clone(),
+        )));
 
         let driver = Driver {
             zab,
@@ -1394,6 +1399,7 @@ async fn accept_loop(
     members: Vec<ServerId>,
     traffic: Arc<PeerTraffics>,
     inbox: mpsc::Sender<PeerEvent>,
+    board: Arc<Mutex<OperatorBoard>>,
 ) {
     loop {
         let Ok((stream, address)) = listener.accept().await else {
@@ -1404,6 +1410,7 @@ async fn accept_loop(
         let members = members.clone();
         let traffic = traffic.clone();
         let inbox = inbox.clone();
+        let board = board.clone();
         tokio::spawn(async move {
             match read_peer(stream, address, &members, &traffic, &inbox).await {
                 Ok(()) => {}
@@ -1411,6 +1418,11 @@ async fn accept_loop(
                 // is seen by default (the connection is dropped all the same).
                 Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
                     tracing::warn!(%address, %error, "a peer's message is refused");
+                    board
+                        .lock()
+                        .expect("the board's holders never panic")
+                        .counters
+                        .peer_messages_refused += 1;
                 }
                 Err(error) => tracing::debug!(%address, %error, "peer connection ended"),
             }
@@ -1748,7 +1760,8 @@ mod tests {
         let traffic = Arc::new(PeerTraffic::default());
         let traffics = Arc::new(PeerTraffics::from([(2, traffic.clone())]));
         let (inbox, mut events) = mpsc::channel(16);
-        let accepting = tokio::spawn(accept_loop(listener, vec![1, 2], traffics, inbox));
+        let board = Arc::new(Mutex::new(OperatorBoard::default()));
+        let accepting = tokio::spawn(accept_loop(listener, vec![1, 2], traffics, inbox, board));
         let old = dialled_in_as(2, address).await;
         tokio::time::timeout(GUARD, accepted_connections(&traffic, 1))
             .await

@@ -451,6 +451,10 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
         ("local_sessions", Json::Int(0)),
         ("last_zxid", Json::Int(view.tree.last_applied_zxid())),
         ("looking_count", Json::count(view.quorum.lookings)),
+        (
+            "peer_messages_refused",
+            Json::count(view.quorum.peer_messages_refused),
+        ),
         ("proposal_count", Json::count(view.quorum.proposed_entries)),
         ("commit_count", Json::count(view.quorum.committed_entries)),
         ("diff_count", Json::count(view.quorum.learner_syncs.diffs)),

@@ -482,6 +482,11 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             quorum.lookings,
         ),
         (
+            "peer_messages_refused",
+            "Messages from other members refused as corrupted on the way, since start or srst.",
+            quorum.peer_messages_refused,
+        ),
+        (
             "proposal_count",
             "Entries this member proposed as leader, since start or srst.",
             quorum.proposed_entries,
