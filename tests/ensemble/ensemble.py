@@ -104,6 +104,12 @@ def four_letter(port, word, timeout_s=2.0):
         return ""
 
 
+def mntr(port):
+    """{key: value} of the server's mntr ({} when it does not answer)."""
+    answer = four_letter(port, "mntr")
+    return dict(line.split("\t", 1) for line in answer.splitlines() if "\t" in line)
+
+
 def srvr_mode(port, timeout_s=2.0):
     """'leader', 'follower', 'observer', 'standalone' or None (not serving / not answering)."""
     for line in four_letter(port, "srvr", timeout_s).splitlines():

@@ -28,7 +28,8 @@ import zkwire
 from test_kazoo_support import create_ttl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
-from ensemble import DEFAULT_SETTINGS, Ensemble, four_letter, start_ephemeral_holder  # noqa: E402
+from ensemble import (  # noqa: E402
+    DEFAULT_SETTINGS, Ensemble, four_letter, mntr, start_ephemeral_holder)
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -578,15 +579,9 @@ def test_bits_flipped_between_members_are_refused_and_never_reach_the_data(ens):
     assert all(corrupted[link] > 0 for link in links), corrupted
     for sid in ens.ids:
         assert values_under(ens, sid, "/flipped") == written, f"server {sid}"
-    refused = {sid: peer_messages_refused(ens, sid) for sid in (leader, other, OBSERVER)}
+    refused = {sid: int(mntr(ens.client_port(sid))["zk_peer_messages_refused"])
+               for sid in (leader, other, OBSERVER)}
     assert all(count > 0 for count in refused.values()), refused
     assert all("a peer's message is refused" in ens.log_tail(sid, lines=100_000)
                for sid in refused)
 
-
-def peer_messages_refused(ens, sid):
-    for line in four_letter(ens.client_port(sid), "mntr").splitlines():
-        key, _, value = line.partition("\t")
-        if key == "zk_peer_messages_refused":
-            return int(value)
-    raise AssertionError(f"server {sid}: no zk_peer_messages_refused in mntr")

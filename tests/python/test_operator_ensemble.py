@@ -19,7 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
-from ensemble import Ensemble, four_letter, free_ports  # noqa: E402
+from ensemble import Ensemble, four_letter, free_ports, mntr  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -160,11 +160,6 @@ LEADER_ONLY_KEYS = {"zk_learners", "zk_synced_followers", "zk_synced_non_voting_
                     "zk_synced_observers", "zk_pending_syncs", "zk_last_proposal_size",
                     "zk_max_proposal_size", "zk_min_proposal_size"}
 LARGE_DATA_BYTES = 4000
-
-
-def mntr(port):
-    answer = four_letter(port, "mntr")
-    return dict(line.split("\t", 1) for line in answer.splitlines() if "\t" in line)
 
 
 def eventually(probe, done, what, wait_s=30.0):

@@ -175,7 +175,7 @@ pub struct QuorumCounters {
     pub learned_commits: u64,
     /// Hellos and messages from peers refused because they did not match their checksums or
     /// did not decode: corruption on the way (zoolog's own; ZooKeeper's peers have no
-    /// checksums).
+    /// checksums). A hello refused for its magic or version is not counted.
     pub peer_messages_refused: u64,
 }
 
@@ -1667,6 +1667,15 @@ mod tests {
         assert_eq!(no_parts, wire(&[b""], 8).await);
     }
 
+    /// Each bit's number, with a copy of `bytes` in which that bit alone is flipped.
+    fn each_bit_flipped(bytes: &[u8]) -> impl Iterator<Item = (usize, Vec<u8>)> + '_ {
+        (0..bytes.len() * 8).map(|bit| {
+            let mut flipped = bytes.to_vec();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            (bit, flipped)
+        })
+    }
+
     #[tokio::test]
     async fn a_message_of_one_piece_is_its_length_its_bytes_and_their_checksums() {
         // CRC-32C's check value (RFC 3720, B.4) is that of "123456789".
@@ -1694,9 +1703,7 @@ mod tests {
     async fn a_message_corrupted_on_the_way_is_refused() {
         let message: Vec<u8> = (0..12).collect();
         let wire = wire(&[&message], 8).await;
-        for bit in 0..wire.len() * 8 {
-            let mut corrupted = wire.clone();
-            corrupted[bit / 8] ^= 1 << (bit % 8);
+        for (bit, corrupted) in each_bit_flipped(&wire) {
             let error = read_message(&mut &corrupted[..], SMALL)
                 .await
                 .expect_err(&format!("bit {bit} flipped, and a message was read"));
@@ -1825,9 +1832,8 @@ mod tests {
     #[test]
     fn a_hello_with_a_bit_flipped_is_refused() {
         let ours = hello(7);
-        for bit in 0..HELLO_BYTES * 8 {
-            let mut corrupted = ours;
-            corrupted[bit / 8] ^= 1 << (bit % 8);
+        for (bit, corrupted) in each_bit_flipped(&ours) {
+            let corrupted: [u8; HELLO_BYTES] = corrupted.try_into().unwrap();
             let refused = hello_parts(&corrupted)
                 .and_then(|(from, version)| check_version(from, version))
                 .and_then(|()| check_hello_checksum(&corrupted));

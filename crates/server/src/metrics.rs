@@ -483,7 +483,7 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
         ),
         (
             "peer_messages_refused",
-            "Messages from other members refused as corrupted on the way, since start or srst.",
+            "Hellos and messages from other members refused as corrupt or undecodable, since start or srst.",
             quorum.peer_messages_refused,
         ),
         (
