@@ -190,6 +190,40 @@ def test_a_follower_paused_longer_than_the_leader_timeout_keeps_following_and_it
         c.close()
 
 
+@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's followers drop every client when they "
+                    "lose their leader")
+def test_a_client_waiting_for_nothing_keeps_its_connection_and_watch_through_a_leader_kill(ens):
+    """kill -9 of the leader: the survivors elect a new one within milliseconds, and a
+    follower's client that was waiting for no reply keeps its connection, its session and its
+    watch, which then fires for a write made under the new leader."""
+    kept_on = follower(ens)
+    other = next(sid for sid in ens.participants if sid not in (kept_on, ens.leader()))
+    states, events = [], []
+    c = client(ens.hosts(kept_on))
+    c.add_listener(states.append)
+    writer = None
+    try:
+        c.create("/kept-through-failover", b"before")
+        c.get("/kept-through-failover", watch=events.append)
+        session = c.client_id[0]
+        killed = ens.leader()
+        ens.kill(killed)
+        new_leader = ens.wait_quorum(timeout_s=30, servers=[kept_on, other])
+        assert new_leader != killed
+        writer = client(ens.hosts(other))
+        writer.set("/kept-through-failover", b"after")
+        wait_for(lambda: events, 10, "the watch to fire")
+        assert [(e.type, e.path) for e in events] == [("CHANGED", "/kept-through-failover")]
+        c.set("/kept-through-failover", b"through the kept connection")
+        assert states == [], f"the client's connection changed state: {states}"
+        assert c.client_id[0] == session
+    finally:
+        for k in (c, writer):
+            if k is not None:
+                k.stop()
+                k.close()
+
+
 def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere(ens):
     """A session whose client talks only to a non-voting server must not expire while it talks
     (its liveness reaches whoever decides expiry), and when its process dies without a word its

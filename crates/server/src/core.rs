@@ -359,6 +359,9 @@ pub struct Core {
     per_ip: HashMap<IpAddr, usize>,
     pending_handshakes: HashMap<Vec<u8>, ConnectionId>,
     role: Role,
+    /// Set when this member left its quorum: until then it keeps the connections of clients
+    /// that were waiting for nothing (see [`Core::role_changed`]).
+    idle_clients_kept_until_ms: Option<u64>,
     /// Sessions heard from here since this server last reported them (ensemble only).
     touched: std::collections::HashSet<i64>,
     next_touch_ms: u64,
@@ -412,6 +415,7 @@ impl Core {
         let snapshot_schedule = SnapshotSchedule::new(&config, 0);
         Core {
             role,
+            idle_clients_kept_until_ms: None,
             touched: Default::default(),
             next_touch_ms: now.monotonic_ms,
             local_sessions_made: 0,
@@ -896,6 +900,7 @@ impl Core {
     }
 
     fn tick(&mut self) {
+        self.drop_idle_clients_when_due();
         if self.role.decides_expiry() {
             self.expire_sessions();
         }
@@ -1188,6 +1193,11 @@ impl Core {
             }
             request if read_only && self.is_logged(&request) => {
                 self.queue_error(connection, xid, ErrorCode::NotReadOnly, false)
+            }
+            // A client kept through the search for a leader (see `role_changed`): nothing can
+            // be ordered now, so it goes to find a server that can.
+            request if self.is_logged(&request) && !self.role.is_serving() => {
+                self.close(connection)
             }
             request if self.is_logged(&request) => self.submit_write(connection, xid, request),
             request => {
@@ -1664,26 +1674,37 @@ impl Core {
         self.snapshot_schedule.restart();
     }
 
-    /// Leaving the quorum drops every client whose requests can no longer be ordered (their
-    /// pending writes may or may not commit: the clients see a connection loss); joining it
-    /// drops the read-only clients, so that they come back with writable sessions. A new
-    /// leader gives every session a full timeout, as ZooKeeper does.
+    /// Leaving the quorum drops every client that waits for a reply (its pending writes may or
+    /// may not commit: the client sees a connection loss). A client that waits for nothing
+    /// keeps its connection, watches and reads for up to a tick: a leader change here takes
+    /// milliseconds, and a ZooKeeper follower drops all its clients at each one. Its reads are
+    /// answered from this member's applied state, every entry of it committed, as a follower's
+    /// always are. It is dropped at its first write, sync or close, or when the tick is up (a member that
+    /// found no leader by then is likely cut off, and its clients had better move). Joining
+    /// the quorum drops the read-only clients, so that they come back with writable sessions.
+    /// A new leader gives every session a full timeout, as ZooKeeper does.
     fn role_changed(&mut self, role: Role) {
         let was_serving = self.role.is_serving();
         self.role = role;
         if was_serving != role.is_serving() {
-            let drop_read_only = role.is_serving();
+            let joining = role.is_serving();
             let mut doomed: Vec<ConnectionId> = self
                 .connections
                 .iter()
-                .filter(|(_, c)| c.read_only == drop_read_only || c.phase != Phase::Open)
-                .filter(|(_, c)| c.phase != Phase::AwaitingHandshake)
+                .filter(|(_, c)| match c.phase {
+                    Phase::AwaitingHandshake => false,
+                    Phase::Open if joining => c.read_only,
+                    Phase::Open => !c.slots.is_empty(),
+                    _ => true,
+                })
                 .map(|(id, _)| *id)
                 .collect();
             doomed.sort_unstable();
             for connection in doomed {
                 self.close(connection);
             }
+            self.idle_clients_kept_until_ms =
+                (!joining).then(|| self.now.monotonic_ms + self.config.tick_ms);
             // A close or a report this server appended may have been lost with the change
             // (dropped before ordering, or with a deposed leader's uncommitted entries). If a
             // close still commits, the session ends then; until it does, the session is live
@@ -1704,6 +1725,27 @@ impl Core {
             }
         }
         tracing::info!(?role, "role changed");
+    }
+
+    /// Drops the clients kept since this member left its quorum, once their tick is up.
+    fn drop_idle_clients_when_due(&mut self) {
+        let Some(until_ms) = self.idle_clients_kept_until_ms else {
+            return;
+        };
+        if self.now.monotonic_ms < until_ms {
+            return;
+        }
+        self.idle_clients_kept_until_ms = None;
+        let mut kept: Vec<ConnectionId> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Open && !c.read_only)
+            .map(|(id, _)| *id)
+            .collect();
+        kept.sort_unstable();
+        for connection in kept {
+            self.close(connection);
+        }
     }
 
     fn deliver_watch_events(&mut self, position: Zxid, triggers: &[zoolog_tree::Trigger]) {
@@ -2198,6 +2240,120 @@ mod tests {
         assert_eq!(
             (response.session_id, response.read_only),
             (session_id, Some(true))
+        );
+    }
+
+    /// What became of connection 1 when `core` was fed an input.
+    #[derive(Debug, PartialEq, Eq)]
+    enum ClientSaw {
+        Nothing,
+        AnAnswer,
+        ItsConnectionClosed,
+    }
+
+    /// Feeds `input` to `core` at `ms`: what connection 1 saw (a close wins over an answer).
+    fn client_saw(core: &mut Core, input: Input, ms: u64) -> ClientSaw {
+        let outputs = core.handle(input, at_ms(ms));
+        if outputs
+            .iter()
+            .any(|o| matches!(o, Output::Close { connection: 1 }))
+        {
+            return ClientSaw::ItsConnectionClosed;
+        }
+        match outputs
+            .iter()
+            .any(|o| matches!(o, Output::Write { connection: 1, .. }))
+        {
+            true => ClientSaw::AnAnswer,
+            false => ClientSaw::Nothing,
+        }
+    }
+
+    fn exists_on_the_root() -> Input {
+        let request = zoolog_proto::PathWatchRequest {
+            path: "/".into(),
+            watch: true,
+        };
+        Input::Request {
+            connection: 1,
+            xid: 7,
+            request: Request::Exists(request),
+            frame_bytes: 20,
+        }
+    }
+
+    fn delete_of_a_missing_node() -> Input {
+        let request = zoolog_proto::DeleteRequest {
+            path: "/missing".into(),
+            version: -1,
+        };
+        Input::Request {
+            connection: 1,
+            xid: 8,
+            request: Request::Delete(request),
+            frame_bytes: 24,
+        }
+    }
+
+    #[test]
+    fn a_member_that_loses_its_leader_keeps_a_client_waiting_for_nothing_through_the_change() {
+        use ClientSaw::*;
+        let (mut core, layer) = follower_with_a_session(false);
+        assert_eq!(
+            client_saw(&mut core, Input::Role(Role::Looking), 2_000),
+            Nothing
+        );
+        assert_eq!(client_saw(&mut core, ping(), 2_100), AnAnswer);
+        assert_eq!(client_saw(&mut core, exists_on_the_root(), 2_200), AnAnswer);
+        assert_eq!(client_saw(&mut core, Input::Tick, 2_300), Nothing);
+        let following = Role::Follower {
+            leader: 2,
+            epoch: 2,
+        };
+        assert_eq!(
+            client_saw(&mut core, Input::Role(following), 2_400),
+            Nothing
+        );
+        // Serving again: the tick that would have dropped it passes, and writes are logged.
+        assert_eq!(client_saw(&mut core, Input::Tick, 3_000), Nothing);
+        assert_eq!(
+            client_saw(&mut core, delete_of_a_missing_node(), 3_100),
+            Nothing
+        );
+        assert_eq!(layer.queued.lock().unwrap().len(), 1, "the write is logged");
+    }
+
+    #[test]
+    fn a_kept_client_is_dropped_at_its_first_write_or_once_a_tick_passes_without_a_leader() {
+        use ClientSaw::*;
+        let (mut core, layer) = follower_with_a_session(false);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        let write = delete_of_a_missing_node();
+        assert_eq!(client_saw(&mut core, write, 2_100), ItsConnectionClosed);
+        assert!(layer.queued.lock().unwrap().is_empty(), "nothing logged");
+
+        let (mut core, _layer) = follower_with_a_session(false);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        assert_eq!(client_saw(&mut core, Input::Tick, 2_499), Nothing);
+        assert_eq!(
+            client_saw(&mut core, Input::Tick, 2_500),
+            ItsConnectionClosed
+        );
+    }
+
+    #[test]
+    fn a_client_waiting_for_a_write_is_dropped_when_its_member_loses_its_leader() {
+        let (mut core, layer) = follower_with_a_session(false);
+        core.handle(delete_of_a_missing_node(), at_ms(1_500));
+        assert_eq!(
+            layer.queued.lock().unwrap().len(),
+            1,
+            "the write is on its way"
+        );
+        let looking = Input::Role(Role::Looking);
+        assert_eq!(
+            client_saw(&mut core, looking, 2_000),
+            ClientSaw::ItsConnectionClosed
         );
     }
 
