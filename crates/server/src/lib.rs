@@ -48,9 +48,14 @@
 //!   in ZooKeeper, so a session's id (which any reader sees as an ephemeral's owner) is not
 //!   enough to keep it alive. A new leader gives every session a full timeout, as ZooKeeper
 //!   does.
-//! - **Leaving the quorum drops clients.** A server whose ordering layer stops serving closes
-//!   its writable clients' connections (their pending requests may or may not commit, which is
-//!   what a connection loss means to a ZooKeeper client); with read-only mode on, it keeps
+//! - **Leaving the quorum drops the clients that wait for a reply.** A server whose ordering
+//!   layer stops serving closes the connections of its writable clients with requests pending
+//!   (those may or may not commit, which is what a connection loss means to a ZooKeeper
+//!   client). A client that waits for nothing keeps its connection for up to a tick, so that a
+//!   leader change of a few milliseconds passes it by: its pings and reads are answered from
+//!   the applied state, every entry of which is committed (what a follower's client may read
+//!   anyway), and its first write, sync or close, a snapshot install or the end of the tick
+//!   drops it, since nothing can be ordered for it meanwhile. With read-only mode on, it keeps
 //!   accepting read-only sessions, which live only in its memory and end when it rejoins
 //!   or their client closes them (the one write it answers without the log). A
 //!   client resuming a session there keeps it if this server holds it; one it does not hold

@@ -4,20 +4,28 @@
 //! successful write *sent after the kill*, by any client, is one trial's unavailability. The
 //! killed server is then restarted and the ensemble given time to settle before the next trial.
 //!
-//! Both servers drop the clients of a server that leaves the quorum and refuse handshakes until
-//! it serves again, and the client (like ZooKeeper's Java client) waits a random 0–1 s between
-//! rounds of reconnection attempts. So that this pause does not hide the servers' own
+//! A server that leaves the quorum drops its clients that wait for a reply (Apache ZooKeeper's
+//! drop all of theirs; every writer here waits for one) and refuses handshakes until it serves
+//! again, and the client (like ZooKeeper's Java client) waits a random 0–1 s between rounds of
+//! reconnection attempts. So that this pause does not hide the servers' own
 //! recovery, besides the open sessions a prober opens a fresh session to every surviving server
 //! every [`PROBE_PERIOD`] from the kill on, and writes through it once connected; a fresh
 //! session's first round has no pause. The first success of either kind ends the trial.
+//!
+//! Beside the writers, [`IDLE_PER_SURVIVOR`] sessions on each server but the leader wait for
+//! nothing through the kill, as a lock holder or a watcher does; each trial counts those whose
+//! connection dropped (at a leader change a ZooKeeper follower drops all its clients, a zoolog
+//! member keeps the idle ones for up to a tick).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::broadcast::error::TryRecvError;
+use tokio::sync::broadcast::Receiver;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use zoolog_client::{Client, ClientOptions};
+use zoolog_client::{Client, ClientOptions, SessionState};
 
 use super::{create_if_absent, Context, SESSION_TIMEOUT_MS};
 use crate::control::Window;
@@ -38,6 +46,9 @@ const SETTLE: Duration = Duration::from_secs(2);
 const PROBE_SESSION_TIMEOUT_MS: u32 = 4_000;
 /// Pause of a writer after a failed write, so that a disconnected client does not spin.
 const RETRY_PAUSE: Duration = Duration::from_millis(1);
+/// Sessions per surviving server that wait for nothing through the kill: a lock holder's or a
+/// watcher's. Each trial counts those that saw their connection drop.
+const IDLE_PER_SURVIVOR: usize = 2;
 
 /// What the trial's clients share.
 struct Trial {
@@ -82,6 +93,21 @@ struct TrialOutcome {
     /// Whether a probe's fresh session made the first write, rather than an open session.
     by_probe: bool,
     to_first_session: Option<Duration>,
+    idle: IdleCount,
+}
+
+/// The idle sessions on the surviving servers, and how many of them lost their connection.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdleCount {
+    disconnected: usize,
+    sessions: usize,
+}
+
+impl std::ops::AddAssign for IdleCount {
+    fn add_assign(&mut self, other: IdleCount) {
+        self.disconnected += other.disconnected;
+        self.sessions += other.sessions;
+    }
 }
 
 impl TrialOutcome {
@@ -93,7 +119,8 @@ impl TrialOutcome {
             )
         });
         format!(
-            "killed leader server.{} at {}{session}; first write after {:.1} ms ({})",
+            "killed leader server.{} at {}{session}; first write after {:.1} ms ({}); idle \
+             sessions on the survivors disconnected: {} of {}",
             self.killed_leader,
             utc_time_of_day(self.killed_wall),
             self.to_first_write.as_secs_f64() * 1000.0,
@@ -101,7 +128,9 @@ impl TrialOutcome {
                 "a new session"
             } else {
                 "an open session"
-            }
+            },
+            self.idle.disconnected,
+            self.idle.sessions,
         )
     }
 }
@@ -130,6 +159,7 @@ pub async fn run(
         .await
         .map_err(|error| error.to_string())?;
     let mut unavailability = LatencyHistogram::default();
+    let mut idle = IdleCount::default();
     let mut failed_trials = 0;
     let mut complete = true;
     for trial_index in 0..context.options.leader_kills {
@@ -146,6 +176,7 @@ pub async fn run(
         match outcome {
             Ok(outcome) => {
                 unavailability.record(outcome.to_first_write);
+                idle += outcome.idle;
                 context.progress.println(format!(
                     "{} leader-kill {point}: {}",
                     context.server,
@@ -165,6 +196,10 @@ pub async fn run(
             return Err(error);
         }
     }
+    context.progress.println(format!(
+        "{} leader-kill: idle sessions on the survivors disconnected by the kills: {} of {}",
+        context.server, idle.disconnected, idle.sessions
+    ));
     results.push(summary_row(
         context,
         &unavailability,
@@ -238,6 +273,17 @@ async fn one_trial(
             trial.clone(),
         ));
     }
+    let mut idle = Vec::new();
+    for member in members.iter().filter(|member| member.id != leader) {
+        for _ in 0..IDLE_PER_SURVIVOR {
+            let hosts = member.hosts();
+            let client = Client::connect(&hosts, client_options())
+                .await
+                .map_err(|error| format!("an idle session cannot connect to {hosts}: {error}"))?;
+            let events = client.session_events();
+            idle.push((client, events));
+        }
+    }
     tokio::time::sleep(STEADY_BEFORE_KILL).await;
     if trial.writes_ok.load(Ordering::Relaxed) == 0 {
         trial.stop.store(true, Ordering::Relaxed);
@@ -268,6 +314,7 @@ async fn one_trial(
                 to_first_write: at - killed_at,
                 by_probe,
                 to_first_session: first_session.map(|opened| opened - killed_at),
+                idle: IdleCount::default(),
             });
         }
         if Instant::now() > deadline || context.interrupt.is_set() {
@@ -298,7 +345,36 @@ async fn one_trial(
     })
     .await;
     writers.abort_all();
-    outcome
+    // Counted after the writers' wait: a server that drops its clients at the change has long
+    // done so by then.
+    let idle = count_disconnected(idle).await;
+    outcome.map(|outcome| TrialOutcome { idle, ..outcome })
+}
+
+/// How many of the idle sessions saw their connection drop; closes them.
+async fn count_disconnected(idle: Vec<(Client, Receiver<SessionState>)>) -> IdleCount {
+    let mut count = IdleCount {
+        disconnected: 0,
+        sessions: idle.len(),
+    };
+    for (client, mut events) in idle {
+        count.disconnected += usize::from(lost_its_connection(&mut events));
+        let _ = tokio::time::timeout(Duration::from_millis(500), client.close()).await;
+    }
+    count
+}
+
+/// Whether a session connected when `events` subscribed has been disconnected since.
+fn lost_its_connection(events: &mut Receiver<SessionState>) -> bool {
+    loop {
+        match events.try_recv() {
+            Ok(SessionState::Connected | SessionState::ConnectedReadOnly) => {}
+            Ok(_) => return true,
+            // Events were lost for want of room: the session changed more often than that.
+            Err(TryRecvError::Lagged(_)) => return true,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return false,
+        }
+    }
 }
 
 fn client_options() -> ClientOptions {
