@@ -257,6 +257,9 @@ def test_reconnecting_with_a_wrong_password_does_not_keep_a_dead_session_alive(e
             "/live/guessed", b"x", zkwire.OPEN_ACL_UNSAFE, zkwire.EPHEMERAL))
         assert created.err == zkwire.OK
         session_id = owner.handshake.session_id
+        # The follower answers once two copies hold the create, maybe before the leader has
+        # applied it: a read elsewhere needs a sync first.
+        checker.sync("/live")
         assert checker.exists("/live/guessed").ephemeralOwner == session_id
         owner.close_socket()  # the owner dies without a word
         started = time.monotonic()
