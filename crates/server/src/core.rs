@@ -1656,11 +1656,7 @@ impl Core {
         };
         drop(tree_bytes);
         publish_membership(&self.config, &mut tree, self.now);
-        let mut connections: Vec<ConnectionId> = self.connections.keys().copied().collect();
-        connections.sort_unstable();
-        for connection in connections {
-            self.close(connection);
-        }
+        self.close_connections(|_| true);
         let mut sessions = live_sessions(&tree, self.now.monotonic_ms);
         // What this server heard from a client before the snapshot is still news to report
         // (a session in `touched` is reported from it); the install itself is no contact.
@@ -1679,30 +1675,21 @@ impl Core {
     /// keeps its connection, watches and reads for up to a tick: a leader change here takes
     /// milliseconds, and a ZooKeeper follower drops all its clients at each one. Its reads are
     /// answered from this member's applied state, every entry of it committed, as a follower's
-    /// always are. It is dropped at its first write, sync or close, or when the tick is up (a member that
-    /// found no leader by then is likely cut off, and its clients had better move). Joining
-    /// the quorum drops the read-only clients, so that they come back with writable sessions.
-    /// A new leader gives every session a full timeout, as ZooKeeper does.
+    /// always are. It is dropped at its first write, sync or close, or when the tick is up (a
+    /// member that found no leader by then is likely cut off, and its clients had better
+    /// move). Joining the quorum drops the read-only clients, so that they come back with
+    /// writable sessions. A new leader gives every session a full timeout, as ZooKeeper does.
     fn role_changed(&mut self, role: Role) {
         let was_serving = self.role.is_serving();
         self.role = role;
         if was_serving != role.is_serving() {
             let joining = role.is_serving();
-            let mut doomed: Vec<ConnectionId> = self
-                .connections
-                .iter()
-                .filter(|(_, c)| match c.phase {
-                    Phase::AwaitingHandshake => false,
-                    Phase::Open if joining => c.read_only,
-                    Phase::Open => !c.slots.is_empty(),
-                    _ => true,
-                })
-                .map(|(id, _)| *id)
-                .collect();
-            doomed.sort_unstable();
-            for connection in doomed {
-                self.close(connection);
-            }
+            self.close_connections(|c| match c.phase {
+                Phase::AwaitingHandshake => false,
+                Phase::Open if joining => c.read_only,
+                Phase::Open => !c.slots.is_empty(),
+                _ => true,
+            });
             self.idle_clients_kept_until_ms =
                 (!joining).then(|| self.now.monotonic_ms + self.config.tick_ms);
             // A close or a report this server appended may have been lost with the change
@@ -1736,14 +1723,20 @@ impl Core {
             return;
         }
         self.idle_clients_kept_until_ms = None;
-        let mut kept: Vec<ConnectionId> = self
+        self.close_connections(|c| c.phase == Phase::Open && !c.read_only);
+    }
+
+    /// Closes every connection `doomed` picks, in id order (hash-map order would make the
+    /// outputs differ from run to run).
+    fn close_connections(&mut self, doomed: impl Fn(&Connection) -> bool) {
+        let mut picked: Vec<ConnectionId> = self
             .connections
             .iter()
-            .filter(|(_, c)| c.phase == Phase::Open && !c.read_only)
+            .filter(|(_, c)| doomed(c))
             .map(|(id, _)| *id)
             .collect();
-        kept.sort_unstable();
-        for connection in kept {
+        picked.sort_unstable();
+        for connection in picked {
             self.close(connection);
         }
     }
