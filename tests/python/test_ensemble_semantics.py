@@ -5,8 +5,9 @@ corrupted on the way.
 
 One ensemble of 3 participants and 1 observer behind the fault proxy (tests/ensemble) serves the
 module; every test leaves it healed with a quorum. The snapshot catch-up test starts an ensemble
-of its own, which snapshots every few entries, the read-only test one with local sessions, and
-the TTL test one whose members' wall clocks read an hour apart. ZK_KIND=apache runs the same
+of its own, which snapshots every few entries, the read-only test one with local sessions, the
+TTL test one whose members' wall clocks read an hour apart, and the test of a write held through
+a leader change one with ZooKeeper's default tick. ZK_KIND=apache runs the same
 tests against Debian's ZooKeeper, except where ZooKeeper is known to fall short or is not
 tested (said at the test).
 """
@@ -69,6 +70,15 @@ def local_sessions_ens():
     NOTREADONLY), and a local session cannot move, which the other tests need. zoolog ignores
     the key: its read-only sessions are always local, and its others can always move."""
     with running_ensemble("zoolog-semantics-local-", {"localSessionsEnabled": "true"}) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def default_tick_ens():
+    """An ensemble of its own with ZooKeeper's default tickTime, 2 s: a member without a leader
+    holds its clients' writes for a tick, and the module's 500 ms would leave little time to
+    act on a loaded machine."""
+    with running_ensemble("zoolog-semantics-tick-", {"tickTime": "2000"}) as ensemble:
         yield ensemble
 
 
@@ -219,6 +229,49 @@ def test_a_client_waiting_for_nothing_keeps_its_connection_and_watch_through_a_l
         assert c.client_id[0] == session
     finally:
         for k in (c, writer):
+            if k is not None:
+                k.stop()
+                k.close()
+
+
+@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's followers drop every client when they "
+                    "lose their leader")
+def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_failing(
+        default_tick_ens):
+    """A follower whose leader is killed while the other follower is paused has no quorum. A
+    write its client sends then is held, not failed: once the paused follower resumes and the
+    two elect a leader, the write is ordered and answered, and the client never saw its
+    connection change state."""
+    ens = default_tick_ens
+    leader = ens.leader()
+    kept_on, paused = [sid for sid in ens.participants if sid != leader]
+    states = []
+    c = client(ens.hosts(kept_on))
+    c.add_listener(states.append)
+    checker = None
+    try:
+        c.create("/held-through-failover", b"before")
+        ens.pause(paused)
+        ens.kill(leader)
+        wait_for(lambda: ens.modes()[kept_on] not in ("leader", "follower"), 10,
+                 f"server {kept_on} to lose its leader")
+        sent = time.monotonic()
+        pending = c.set_async("/held-through-failover", b"held")
+        time.sleep(0.3)
+        assert not pending.ready(), "a write was answered without a quorum"
+        ens.resume(paused)
+        resumed = time.monotonic()
+        pending.get(timeout=10)
+        print(f"held {time.monotonic() - sent:.3f}s, answered "
+              f"{time.monotonic() - resumed:.3f}s after the resume")
+        assert states == [], f"the client's connection changed state: {states}"
+        ens.wait_quorum(timeout_s=30, servers=[kept_on, paused])
+        checker = client(ens.hosts(paused))
+        checker.sync("/held-through-failover")
+        assert checker.get("/held-through-failover")[0] == b"held"
+    finally:
+        ens.resume(paused)
+        for k in (c, checker):
             if k is not None:
                 k.stop()
                 k.close()

@@ -233,6 +233,14 @@ enum Slot {
     },
     /// Answered; `close` when the connection ends after this reply.
     Ready { bytes: Vec<u8>, close: bool },
+    /// A write (or sync, or close) that came while this member had no leader: ordered when
+    /// it has one again (see [`Core::role_changed`]). Its identities are those at arrival.
+    Held {
+        xid: i32,
+        request: Request,
+        identities: Arc<[Id]>,
+        received_us: u64,
+    },
 }
 
 #[derive(PartialEq, Eq)]
@@ -1194,12 +1202,16 @@ impl Core {
             request if read_only && self.is_logged(&request) => {
                 self.queue_error(connection, xid, ErrorCode::NotReadOnly, false)
             }
-            // A client kept through the search for a leader (see `role_changed`): nothing can
-            // be ordered now, so it goes to find a server that can.
+            // A client kept through the search for a leader (see `role_changed`).
             request if self.is_logged(&request) && !self.role.is_serving() => {
-                self.close(connection)
+                self.hold(connection, xid, request, received_us)
             }
-            request if self.is_logged(&request) => self.submit_write(connection, xid, request),
+            request if self.is_logged(&request) => {
+                let state = self.connections.get(&connection).expect("checked above");
+                let identities = state.identities.clone();
+                let slot = self.order(connection, xid, request, &identities, received_us);
+                self.queue(connection, slot);
+            }
             request => {
                 let state = self
                     .connections
@@ -1282,24 +1294,90 @@ impl Core {
     }
 
     fn queue_ready(&mut self, connection: ConnectionId, bytes: Vec<u8>, close: bool) {
+        self.queue(connection, Slot::Ready { bytes, close });
+    }
+
+    /// Queues `slot` behind the connection's earlier requests, and answers what can be.
+    fn queue(&mut self, connection: ConnectionId, slot: Slot) {
         let Some(state) = self.connections.get_mut(&connection) else {
             return;
         };
-        state.slots.push_back(Slot::Ready { bytes, close });
+        state.slots.push_back(slot);
         self.drain(connection);
     }
 
-    fn submit_write(&mut self, connection: ConnectionId, xid: i32, request: Request) {
-        let state = self
+    /// Keeps a logged request that came while this member has no leader, behind the
+    /// connection's earlier requests, for [`Core::order_held`].
+    fn hold(&mut self, connection: ConnectionId, xid: i32, request: Request, received_us: u64) {
+        let state = self.connections.get(&connection).expect("caller checked");
+        assert!(
+            !state
+                .slots
+                .iter()
+                .any(|slot| matches!(slot, Slot::AwaitingApply { .. })),
+            "a member that left its quorum kept no client with a write on its way"
+        );
+        let slot = Slot::Held {
+            xid,
+            request,
+            identities: state.identities.clone(),
+            received_us,
+        };
+        self.queue(connection, slot);
+    }
+
+    /// Orders the requests held while this member had no leader, each connection's in
+    /// arrival order, the connections in id order (as in every run of the same inputs). A
+    /// connection being closed keeps its held requests unordered: its client saw them fail.
+    fn order_held(&mut self) {
+        let mut holding: Vec<ConnectionId> = self
             .connections
-            .get_mut(&connection)
-            .expect("caller checked");
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Open)
+            .filter(|(_, c)| c.slots.iter().any(|s| matches!(s, Slot::Held { .. })))
+            .map(|(id, _)| *id)
+            .collect();
+        holding.sort_unstable();
+        for connection in holding {
+            let state = self.connections.get_mut(&connection).expect("just listed");
+            let slots = std::mem::take(&mut state.slots);
+            let mut ordered = VecDeque::with_capacity(slots.len());
+            for slot in slots {
+                ordered.push_back(match slot {
+                    Slot::Held {
+                        xid,
+                        request,
+                        identities,
+                        received_us,
+                    } => self.order(connection, xid, request, &identities, received_us),
+                    slot => slot,
+                });
+            }
+            let state = self.connections.get_mut(&connection).expect("just listed");
+            state.slots = ordered;
+            self.drain(connection);
+        }
+    }
+
+    /// Appends a logged request to the ordering layer; the slot that waits for it to be
+    /// applied, or that holds the error it was refused with.
+    fn order(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        request: Request,
+        identities: &Arc<[Id]>,
+        received_us: u64,
+    ) -> Slot {
+        let state = self.connections.get(&connection).expect("caller checked");
         let session_id = state.session_id;
         let owner = state.owner;
-        let identities = state.identities.to_vec();
+        let refused = |code| Slot::Ready {
+            bytes: reply_frame(xid, -1, Err(code)),
+            close: false,
+        };
         if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
-            self.queue_error(connection, xid, ErrorCode::SessionExpired, false);
-            return;
+            return refused(ErrorCode::SessionExpired);
         }
         let closes_session = request == Request::CloseSession;
         let opcode = request.opcode();
@@ -1307,7 +1385,7 @@ impl Core {
             Request::CloseSession => CommandOp::CloseSession,
             request => CommandOp::Write {
                 request,
-                identities,
+                identities: identities.to_vec(),
             },
         };
         let command = Command {
@@ -1319,8 +1397,7 @@ impl Core {
         };
         if !self.append(connection, command) {
             // Shed load rather than queue without bound; the client may retry.
-            self.queue_error(connection, xid, ErrorCode::ThrottledOp, false);
-            return;
+            return refused(ErrorCode::ThrottledOp);
         }
         if closes_session {
             self.sessions
@@ -1328,15 +1405,11 @@ impl Core {
                 .expect("checked above")
                 .closing = true;
         }
-        let state = self
-            .connections
-            .get_mut(&connection)
-            .expect("caller checked");
-        state.slots.push_back(Slot::AwaitingApply {
+        Slot::AwaitingApply {
             xid,
             opcode,
-            received_us: self.now.monotonic_us,
-        });
+            received_us,
+        }
     }
 
     /// Answers everything at the head of a connection's queue that can be answered now.
@@ -1346,7 +1419,7 @@ impl Core {
                 return;
             };
             match state.slots.front() {
-                None | Some(Slot::AwaitingApply { .. }) => return,
+                None | Some(Slot::AwaitingApply { .. } | Slot::Held { .. }) => return,
                 Some(Slot::Ready { .. }) => {
                     let Some(Slot::Ready { bytes, close }) = state.slots.pop_front() else {
                         unreachable!()
@@ -1675,15 +1748,19 @@ impl Core {
     /// keeps its connection, watches and reads for up to a tick: a leader change here takes
     /// milliseconds, and a ZooKeeper follower drops all its clients at each one. Its reads are
     /// answered from this member's applied state, every entry of it committed, as a follower's
-    /// always are. It is dropped at its first write, sync or close, or when the tick is up (a
-    /// member that found no leader by then is likely cut off, and its clients had better
+    /// always are. Its writes, syncs and close are held, with the requests behind them, and
+    /// ordered when this member joins a quorum again: none was handed to the ordering layer
+    /// before, so none is ordered twice (and the log refuses one whose client has since moved
+    /// its session to another server, as it refuses any other owner's). When the tick is up
+    /// without a leader, the kept clients are dropped and what they had held is never ordered
+    /// (a member that found no leader by then is likely cut off, and its clients had better
     /// move). Joining the quorum drops the read-only clients, so that they come back with
     /// writable sessions. A new leader gives every session a full timeout, as ZooKeeper does.
     fn role_changed(&mut self, role: Role) {
         let was_serving = self.role.is_serving();
         self.role = role;
+        let joining = !was_serving && role.is_serving();
         if was_serving != role.is_serving() {
-            let joining = role.is_serving();
             self.close_connections(|c| match c.phase {
                 Phase::AwaitingHandshake => false,
                 Phase::Open if joining => c.read_only,
@@ -1710,6 +1787,10 @@ impl Core {
                 session.refresh(now_ms);
                 session.expiring = false;
             }
+        }
+        if joining {
+            // After the sessions' reset above, which would forget a held close.
+            self.order_held();
         }
         tracing::info!(?role, "role changed");
     }
@@ -2262,6 +2343,13 @@ mod tests {
         }
     }
 
+    fn following_a_new_leader() -> Input {
+        Input::Role(Role::Follower {
+            leader: 2,
+            epoch: 2,
+        })
+    }
+
     fn exists_on_the_root() -> Input {
         let request = zoolog_proto::PathWatchRequest {
             path: "/".into(),
@@ -2299,12 +2387,8 @@ mod tests {
         assert_eq!(client_saw(&mut core, ping(), 2_100), AnAnswer);
         assert_eq!(client_saw(&mut core, exists_on_the_root(), 2_200), AnAnswer);
         assert_eq!(client_saw(&mut core, Input::Tick, 2_300), Nothing);
-        let following = Role::Follower {
-            leader: 2,
-            epoch: 2,
-        };
         assert_eq!(
-            client_saw(&mut core, Input::Role(following), 2_400),
+            client_saw(&mut core, following_a_new_leader(), 2_400),
             Nothing
         );
         // Serving again: the tick that would have dropped it passes, and writes are logged.
@@ -2316,21 +2400,93 @@ mod tests {
         assert_eq!(layer.queued.lock().unwrap().len(), 1, "the write is logged");
     }
 
+    /// Feeds `input` to `core` at `ms`: the xid and error code of each reply connection 1 got.
+    fn replies(core: &mut Core, input: Input, ms: u64) -> Vec<(i32, i32)> {
+        let mut replies = Vec::new();
+        for output in core.handle(input, at_ms(ms)) {
+            let Output::Write {
+                connection: 1,
+                bytes,
+                ..
+            } = output
+            else {
+                continue;
+            };
+            let reply = &bytes[FRAME_PREFIX_BYTES..];
+            let xid = i32::from_be_bytes(reply[0..4].try_into().unwrap());
+            let err = i32::from_be_bytes(reply[12..16].try_into().unwrap());
+            replies.push((xid, err));
+        }
+        replies
+    }
+
     #[test]
-    fn a_kept_client_is_dropped_at_its_first_write_or_once_a_tick_passes_without_a_leader() {
+    fn a_write_held_while_the_member_has_no_leader_is_ordered_when_it_joins_a_quorum() {
+        let (mut core, layer) = follower_with_a_session(false);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        assert_eq!(replies(&mut core, delete_of_a_missing_node(), 2_100), []);
+        // A read behind the held write waits for it: replies come in request order.
+        assert_eq!(replies(&mut core, exists_on_the_root(), 2_150), []);
+        assert!(
+            layer.queued.lock().unwrap().is_empty(),
+            "nothing ordered yet"
+        );
+        assert_eq!(replies(&mut core, following_a_new_leader(), 2_200), []);
+        let delete = layer.queued.lock().unwrap().pop_front();
+        let delete = delete.expect("the held write is ordered on joining");
+        assert!(layer.queued.lock().unwrap().is_empty());
+        let committed = Input::Committed {
+            position: 2,
+            entry: delete,
+        };
+        let no_node = ErrorCode::NoNode as i32;
+        assert_eq!(replies(&mut core, committed, 2_300), [(8, no_node), (7, 0)]);
+    }
+
+    #[test]
+    fn a_kept_client_and_what_it_held_are_dropped_once_a_tick_passes_without_a_leader() {
         use ClientSaw::*;
         let (mut core, layer) = follower_with_a_session(false);
         core.handle(Input::Role(Role::Looking), at_ms(2_000));
-        let write = delete_of_a_missing_node();
-        assert_eq!(client_saw(&mut core, write, 2_100), ItsConnectionClosed);
-        assert!(layer.queued.lock().unwrap().is_empty(), "nothing logged");
-
-        let (mut core, _layer) = follower_with_a_session(false);
-        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        assert_eq!(
+            client_saw(&mut core, delete_of_a_missing_node(), 2_100),
+            Nothing
+        );
         assert_eq!(client_saw(&mut core, Input::Tick, 2_499), Nothing);
         assert_eq!(
             client_saw(&mut core, Input::Tick, 2_500),
             ItsConnectionClosed
+        );
+        core.handle(following_a_new_leader(), at_ms(2_600));
+        assert!(layer.queued.lock().unwrap().is_empty(), "nothing ordered");
+    }
+
+    #[test]
+    fn a_close_held_while_the_member_has_no_leader_ends_the_session_for_the_writes_after_it() {
+        let (mut core, layer) = follower_with_a_session(false);
+        core.handle(Input::Role(Role::Looking), at_ms(2_000));
+        assert_eq!(replies(&mut core, close_request(1), 2_100), []);
+        core.handle(following_a_new_leader(), at_ms(2_200));
+        assert_eq!(
+            layer.queued.lock().unwrap().len(),
+            1,
+            "the close is ordered"
+        );
+        // Joining forgets the closes that may have been lost with the old leader, not this one.
+        assert_eq!(replies(&mut core, delete_of_a_missing_node(), 2_300), []);
+        assert_eq!(
+            layer.queued.lock().unwrap().len(),
+            1,
+            "the write is refused"
+        );
+        let close = layer.queued.lock().unwrap().pop_front().unwrap();
+        let committed = Input::Committed {
+            position: 2,
+            entry: close,
+        };
+        assert_eq!(
+            client_saw(&mut core, committed, 2_400),
+            ClientSaw::ItsConnectionClosed
         );
     }
 
@@ -2350,17 +2506,20 @@ mod tests {
         );
     }
 
-    /// Sends closeSession on `connection`; the reply's error code, and whether the
-    /// connection was closed.
-    fn close_session(core: &mut Core, connection: ConnectionId) -> (i32, bool) {
-        let close = Input::Request {
+    fn close_request(connection: ConnectionId) -> Input {
+        Input::Request {
             connection,
             xid: 5,
             request: Request::CloseSession,
             frame_bytes: 12,
-        };
+        }
+    }
+
+    /// Sends closeSession on `connection`; the reply's error code, and whether the
+    /// connection was closed.
+    fn close_session(core: &mut Core, connection: ConnectionId) -> (i32, bool) {
         let (mut err, mut closed) = (None, false);
-        for output in core.handle(close, at_ms(2_100)) {
+        for output in core.handle(close_request(connection), at_ms(2_100)) {
             match output {
                 Output::Write { bytes, .. } => {
                     let reply = &bytes[FRAME_PREFIX_BYTES..];

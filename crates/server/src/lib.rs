@@ -54,14 +54,18 @@
 //!   client). A client that waits for nothing keeps its connection for up to a tick, so that a
 //!   leader change of a few milliseconds passes it by: its pings and reads are answered from
 //!   the applied state, every entry of which is committed (what a follower's client may read
-//!   anyway), and its first write, sync or close, a snapshot install or the end of the tick
-//!   drops it, since nothing can be ordered for it meanwhile. With read-only mode on, it keeps
-//!   accepting read-only sessions, which live only in its memory and end when it rejoins
-//!   or their client closes them (the one write it answers without the log). A
-//!   client resuming a session there keeps it if this server holds it; one it does not hold
-//!   is called expired only if this server applied its creation (a session id carries the
-//!   zxid that created it), otherwise the client is turned away to try another server: behind
-//!   the log, this server cannot tell an ended session from a newer one.
+//!   anyway). Its writes, syncs and close are held, with the requests behind them, and handed
+//!   to the ordering layer when the server joins a quorum again. None had been handed over
+//!   before, so none is ordered twice; one ordered after its client moved to another server
+//!   fails there (SessionMoved), as any write of a connection that no longer holds its
+//!   session. A snapshot install or the end of the tick drops the client, and what it held is
+//!   never ordered. With read-only mode on, it keeps accepting read-only sessions, which live
+//!   only in its memory and end when it rejoins or their client closes them (the one write it
+//!   answers without the log). A client resuming a session there keeps it if this server
+//!   holds it; one it does not hold is called expired only if this server applied its
+//!   creation (a session id carries the zxid that created it), otherwise the client is turned
+//!   away to try another server: behind the log, this server cannot tell an ended session
+//!   from a newer one.
 //! - **`sync` is a log entry** in an ensemble: its reply leaves only after it is applied here,
 //!   so everything committed before the sync was ordered is visible to the reads after it, on
 //!   any server and across leader changes (a deposed leader cannot order it at all).
