@@ -794,14 +794,17 @@ impl Zab {
         }
     }
 
-    /// What a server not yet established answers a looking participant: its looking vote,
-    /// but its own candidacy while it learns from a leader it has not heard from.
-    fn answer_vote_message(&self) -> Message {
+    /// What a server not yet established answers looking participant `to`: its looking
+    /// vote, but its own candidacy while it learns from a leader it has not heard from (which
+    /// may be gone), unless `to` is that leader: alive, and still looking because the votes
+    /// that chose it were lost (a connection that dropped as the servers started), it needs
+    /// them to decide, or it and its learners would wait for each other until `initLimit`.
+    fn answer_vote_message(&self, to: ServerId) -> Message {
         let mut message = self.looking_vote_message();
         if let (Phase::Learning(learner), Message::Vote { vote, .. }, Some(own)) =
             (&self.phase, &mut message, self.own_vote())
         {
-            if !learner.heard_from_leader {
+            if !learner.heard_from_leader && learner.leader != to {
                 *vote = own;
             }
         }
@@ -1132,7 +1135,7 @@ impl Zab {
             {
                 return;
             }
-            None => match self.answer_vote_message() {
+            None => match self.answer_vote_message(from) {
                 Message::Vote {
                     vote,
                     state,

@@ -104,3 +104,15 @@ fn a_learner_offers_only_a_leader_it_has_heard_from() {
         "the vote that chose 3"
     );
 }
+
+#[test]
+fn a_learner_offers_the_vote_that_chose_its_leader_to_that_leader_still_looking() {
+    let mut zab = learner_of_three();
+    // Server 3 did not get the votes for it and looks on in the same round: it needs them.
+    let actions = zab.handle(vote(3, 1, 3), 10);
+    assert_eq!(
+        answered_leader(&actions, 3),
+        Some(3),
+        "the vote that chose 3"
+    );
+}
