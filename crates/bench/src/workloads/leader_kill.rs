@@ -6,11 +6,13 @@
 //!
 //! A server that leaves the quorum drops its clients that wait for a reply (Apache ZooKeeper's
 //! drop all of theirs; every writer here waits for one) and refuses handshakes until it serves
-//! again, and the client (like ZooKeeper's Java client) waits a random 0–1 s between rounds of
-//! reconnection attempts. So that this pause does not hide the servers' own
-//! recovery, besides the open sessions a prober opens a fresh session to every surviving server
-//! every [`PROBE_PERIOD`] from the kill on, and writes through it once connected; a fresh
-//! session's first round has no pause. The first success of either kind ends the trial.
+//! again; a zoolog member holds a write sent to it meanwhile until it has a leader, so a
+//! survivor's writer may make the first write. A dropped client (like ZooKeeper's Java client)
+//! waits a random 0–1 s between rounds of reconnection attempts. So that this pause does not
+//! hide the servers' own recovery, besides the open sessions a prober opens a fresh session to
+//! every surviving server every [`PROBE_PERIOD`] from the kill on, and writes through it once
+//! connected; a fresh session's first round has no pause. The first success of either kind
+//! ends the trial.
 //!
 //! Beside the writers, [`IDLE_PER_SURVIVOR`] sessions on each server but the leader wait for
 //! nothing through the kill, as a lock holder or a watcher does; each trial counts those whose
