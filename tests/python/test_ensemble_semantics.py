@@ -99,6 +99,30 @@ def client(hosts, **options):
     return c
 
 
+def client_with_states(hosts, **options):
+    """A started client, and the list of the connection states it goes through from now."""
+    states = []
+    c = client(hosts, **options)
+    c.add_listener(states.append)
+    return c, states
+
+
+def send_write_that_waits(c, path, data, why):
+    """Sends a setData and checks that it is still unanswered 0.3 s later: its async result."""
+    pending = c.set_async(path, data)
+    time.sleep(0.3)
+    assert not pending.ready(), why
+    return pending
+
+
+def stop_clients(*clients):
+    """Stops and closes each client that was started (None for one that was not)."""
+    for c in clients:
+        if c is not None:
+            c.stop()
+            c.close()
+
+
 def wait_for(predicate, timeout_s, what):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -178,11 +202,9 @@ def test_a_follower_paused_longer_than_the_leader_timeout_keeps_following_and_it
     # Shorter than initLimit ticks, after which a leader may give up on a silent follower.
     pause_s = leader_timeout_s + (int(DEFAULT_SETTINGS["initLimit"]) * tick_s - leader_timeout_s) / 2
     paused = follower(ens)
-    states = []
     # kazoo gives up on a silent server after two thirds of the session timeout: not before
     # the pause ends.
-    c = client(ens.hosts(paused), timeout=30)
-    c.add_listener(states.append)
+    c, states = client_with_states(ens.hosts(paused), timeout=30)
     try:
         c.create("/paused-follower", b"before")
         ens.pause(paused)
@@ -208,9 +230,8 @@ def test_a_client_waiting_for_nothing_keeps_its_connection_and_watch_through_a_l
     watch, which then fires for a write made under the new leader."""
     kept_on = follower(ens)
     other = next(sid for sid in ens.participants if sid not in (kept_on, ens.leader()))
-    states, events = [], []
-    c = client(ens.hosts(kept_on))
-    c.add_listener(states.append)
+    events = []
+    c, states = client_with_states(ens.hosts(kept_on))
     writer = None
     try:
         c.create("/kept-through-failover", b"before")
@@ -228,10 +249,7 @@ def test_a_client_waiting_for_nothing_keeps_its_connection_and_watch_through_a_l
         assert states == [], f"the client's connection changed state: {states}"
         assert c.client_id[0] == session
     finally:
-        for k in (c, writer):
-            if k is not None:
-                k.stop()
-                k.close()
+        stop_clients(c, writer)
 
 
 @pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's followers drop every client when they "
@@ -245,9 +263,7 @@ def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_fa
     ens = default_tick_ens
     leader = ens.leader()
     kept_on, paused = [sid for sid in ens.participants if sid != leader]
-    states = []
-    c = client(ens.hosts(kept_on))
-    c.add_listener(states.append)
+    c, states = client_with_states(ens.hosts(kept_on))
     checker = None
     try:
         c.create("/held-through-failover", b"before")
@@ -256,9 +272,8 @@ def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_fa
         wait_for(lambda: ens.modes()[kept_on] not in ("leader", "follower"), 10,
                  f"server {kept_on} to lose its leader")
         sent = time.monotonic()
-        pending = c.set_async("/held-through-failover", b"held")
-        time.sleep(0.3)
-        assert not pending.ready(), "a write was answered without a quorum"
+        pending = send_write_that_waits(c, "/held-through-failover", b"held",
+                                        "a write was answered without a quorum")
         ens.resume(paused)
         resumed = time.monotonic()
         pending.get(timeout=10)
@@ -271,10 +286,43 @@ def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_fa
         assert checker.get("/held-through-failover")[0] == b"held"
     finally:
         ens.resume(paused)
-        for k in (c, checker):
-            if k is not None:
-                k.stop()
-                k.close()
+        stop_clients(c, checker)
+
+
+@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's followers drop every client when they "
+                    "lose their leader, failing the writes it waits for")
+def test_a_write_on_its_way_when_the_leader_dies_is_answered_not_failed(default_tick_ens):
+    """A follower forwards its client's write to a leader that is paused, and so never orders
+    it; then the leader is killed. The follower keeps the client, and once it serves the new
+    leader's epoch, whose history shows that the write was never ordered, appends it again:
+    the client gets its answer and never sees its connection change state (ZooKeeper fails the
+    write with a connection loss, and the client cannot tell whether it happened)."""
+    ens = default_tick_ens
+    leader = ens.leader()
+    kept_on = follower(ens)
+    c, states = client_with_states(ens.hosts(kept_on))
+    checker = None
+    try:
+        c.create("/on-its-way-through-failover", b"before")
+        ens.pause(leader)
+        sent = time.monotonic()
+        pending = send_write_that_waits(c, "/on-its-way-through-failover", b"after",
+                                        "a write was answered by a paused leader")
+        ens.kill(leader)
+        killed = time.monotonic()
+        stat = pending.get(timeout=10)
+        print(f"answered {time.monotonic() - sent:.3f}s after it was sent, "
+              f"{time.monotonic() - killed:.3f}s after the kill")
+        assert stat.version == 1, "written once"
+        assert states == [], f"the client's connection changed state: {states}"
+        others = [sid for sid in ens.participants if sid != leader]
+        ens.wait_quorum(timeout_s=30, servers=others)
+        checker = client(ens.hosts(next(sid for sid in others if sid != kept_on)))
+        checker.sync("/on-its-way-through-failover")
+        data, stat = checker.get("/on-its-way-through-failover")
+        assert (data, stat.version) == (b"after", 1)
+    finally:
+        stop_clients(c, checker)
 
 
 def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere(ens):

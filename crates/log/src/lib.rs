@@ -62,15 +62,20 @@ pub trait OrderingLayer: Send + Sync + 'static {
     /// Queues one command for ordering; never blocks. The entry's position becomes known when
     /// it comes back in a [`CommittedBatch`]. Errors when the bounded queue is full
     /// ([`AppendError::Full`]), the entry is too large, or the log has failed or closed.
-    fn append(&self, entry: Bytes) -> Result<(), AppendError>;
+    ///
+    /// `epoch` is the epoch the caller last heard the layer serve (0 for a layer without
+    /// epochs). A replicated layer drops, unordered, an entry queued for an epoch it no longer
+    /// serves: its caller, told of the change meanwhile, counts it as lost with that epoch and
+    /// may append it again.
+    fn append(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError>;
 
     /// Queues a command ahead of the commands not yet handed to ordering, in a lane with a
     /// bound of its own, so that a backlog of client commands neither refuses nor delays it.
     /// For entries whose place among other commands no client can observe: the sessions'
     /// liveness reports, which are worth nothing once they come later than a timeout. A layer
     /// without such a backlog queues it as [`OrderingLayer::append`] does.
-    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
-        self.append(entry)
+    fn append_urgent(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
+        self.append(entry, epoch)
     }
 
     /// Position of the last entry known committed (durable); never decreases.

@@ -52,7 +52,7 @@ fn crash_child_process_entry_point() {
         std::thread::spawn(move || {
             let mut sequence = 0;
             while sequence < CHILD_APPENDS_MAX / APPENDERS {
-                match log.append(crash_payload(appender, sequence)) {
+                match log.append(crash_payload(appender, sequence), 0) {
                     Ok(()) => sequence += 1,
                     Err(AppendError::Full) => std::thread::yield_now(),
                     Err(other) => panic!("append failed: {other}"),

@@ -307,7 +307,7 @@ fn many_concurrent_appenders_share_fsyncs() {
             std::thread::spawn(move || {
                 start.wait();
                 for i in 0..PER_APPENDER {
-                    log.append(payload(&format!("appender{appender}"), i))
+                    log.append(payload(&format!("appender{appender}"), i), 0)
                         .expect("queue has room");
                 }
             })
@@ -355,7 +355,7 @@ fn full_queue_refuses_appends_and_everything_accepted_commits() {
     // committed channel, and the queue holds eight more, so this ends well within the bound.
     for i in 0..1_000 {
         let entry = payload("full", i);
-        match log.append(entry.clone()) {
+        match log.append(entry.clone(), 0) {
             Ok(()) => accepted.push(entry),
             Err(AppendError::Full) => break,
             Err(other) => panic!("unexpected {other}"),
@@ -379,7 +379,7 @@ fn queue_byte_budget_and_entry_size_are_enforced() {
     config.limits.batch_entries_max = 1;
     let (log, _, mut committed) = open(&config);
     assert_eq!(
-        log.append(Bytes::from(vec![0u8; 101])),
+        log.append(Bytes::from(vec![0u8; 101]), 0),
         Err(AppendError::TooLarge {
             entry_bytes: 101,
             entry_bytes_max: 100
@@ -389,7 +389,7 @@ fn queue_byte_budget_and_entry_size_are_enforced() {
     // at most four more 100-byte entries.
     let mut accepted = 0;
     loop {
-        match log.append(Bytes::from(vec![7u8; 100])) {
+        match log.append(Bytes::from(vec![7u8; 100]), 0) {
             Ok(()) => accepted += 1,
             Err(error) => {
                 assert_eq!(error, AppendError::Full);
@@ -408,10 +408,10 @@ fn closed_log_refuses_appends_and_flushes_what_was_queued() {
     let payloads: Vec<Bytes> = (0..100).map(|i| payload("close", i)).collect();
     let (log, _, mut committed) = open(&config);
     for entry in &payloads {
-        log.append(entry.clone()).unwrap();
+        log.append(entry.clone(), 0).unwrap();
     }
     log.close().unwrap();
-    assert_eq!(log.append(payload("late", 0)), Err(AppendError::Closed));
+    assert_eq!(log.append(payload("late", 0), 0), Err(AppendError::Closed));
     assert_eq!(log.committed_position(), 100);
     assert_eq!(receive(&mut committed, 100), numbered(&payloads, 1));
     assert!(
@@ -436,7 +436,7 @@ fn a_write_error_stops_the_log_and_is_reported() {
     let blocker = config.wal_dir.join("segment-0000000000000004.wal");
     fs::create_dir(&blocker).unwrap();
 
-    log.append(payloads[3].clone()).unwrap();
+    log.append(payloads[3].clone(), 0).unwrap();
     assert!(
         committed.blocking_recv().is_none(),
         "the committed channel ends with the writer"
@@ -446,7 +446,7 @@ fn a_write_error_stops_the_log_and_is_reported() {
         3,
         "nothing is committed after the failure"
     );
-    assert_eq!(log.append(payload("late", 0)), Err(AppendError::Failed));
+    assert_eq!(log.append(payload("late", 0), 0), Err(AppendError::Failed));
     match log.close() {
         Err(LogError::WriterFailed(message)) => {
             assert!(

@@ -138,6 +138,16 @@ impl Role {
         }
     }
 
+    /// The epoch this server orders in; 0 when standalone or looking.
+    fn epoch(&self) -> u64 {
+        match self {
+            Role::Standalone | Role::Looking => 0,
+            Role::Leader { epoch }
+            | Role::Follower { epoch, .. }
+            | Role::Observer { epoch, .. } => *epoch,
+        }
+    }
+
     /// ZooKeeper's detailed peer state (mntr's `zk_peer_state`): the quorum peer's state, then
     /// its Zab phase; None for a standalone server.
     pub fn peer_state(&self) -> Option<String> {
@@ -218,11 +228,13 @@ impl Envelope {
 
 /// A request's place in its connection's reply order.
 enum Slot {
-    /// A write in the log; answered when applied.
+    /// A write in the log; answered when applied. `entry` is what was appended, appended
+    /// again if a leader change lost it (see [`Core::role_changed`]).
     AwaitingApply {
         xid: i32,
         opcode: OpCode,
         received_us: u64,
+        entry: bytes::Bytes,
     },
     /// A read or local operation that must wait for the writes before it.
     Deferred {
@@ -279,6 +291,15 @@ struct Connection {
     identities: Arc<[Id]>,
     slots: VecDeque<Slot>,
     stats: ConnectionStats,
+}
+
+impl Connection {
+    /// Whether a write of this connection is in the log, not yet applied here.
+    fn awaits_apply(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|slot| matches!(slot, Slot::AwaitingApply { .. }))
+    }
 }
 
 struct LiveSession {
@@ -367,9 +388,12 @@ pub struct Core {
     per_ip: HashMap<IpAddr, usize>,
     pending_handshakes: HashMap<Vec<u8>, ConnectionId>,
     role: Role,
-    /// Set when this member left its quorum: until then it keeps the connections of clients
-    /// that were waiting for nothing (see [`Core::role_changed`]).
-    idle_clients_kept_until_ms: Option<u64>,
+    /// Set when this member left its quorum: until then it keeps its clients' connections
+    /// (see [`Core::role_changed`]).
+    clients_kept_until_ms: Option<u64>,
+    /// The epoch this member served when it last left its quorum, until it serves again: the
+    /// epoch the writes its kept clients wait for were appended in.
+    left_epoch: Option<u64>,
     /// Sessions heard from here since this server last reported them (ensemble only).
     touched: std::collections::HashSet<i64>,
     next_touch_ms: u64,
@@ -423,7 +447,8 @@ impl Core {
         let snapshot_schedule = SnapshotSchedule::new(&config, 0);
         Core {
             role,
-            idle_clients_kept_until_ms: None,
+            clients_kept_until_ms: None,
+            left_epoch: None,
             touched: Default::default(),
             next_touch_ms: now.monotonic_ms,
             local_sessions_made: 0,
@@ -908,7 +933,7 @@ impl Core {
     }
 
     fn tick(&mut self) {
-        self.drop_idle_clients_when_due();
+        self.drop_kept_clients_when_due();
         if self.role.decides_expiry() {
             self.expire_sessions();
         }
@@ -1150,13 +1175,13 @@ impl Core {
     /// Hands a command to the ordering layer; false when it refused (queue full, log failed).
     fn append(&mut self, connection: ConnectionId, command: Command) -> bool {
         let entry = self.envelope(connection, command);
-        accepted(self.log.append(entry))
+        accepted(self.log.append(entry, self.role.epoch()))
     }
 
     /// Hands a command to the ordering layer ahead of the client commands it holds.
     fn append_urgent(&mut self, command: Command) -> bool {
         let entry = self.envelope(0, command);
-        accepted(self.log.append_urgent(entry))
+        accepted(self.log.append_urgent(entry, self.role.epoch()))
     }
 
     fn envelope(&self, connection: ConnectionId, command: Command) -> bytes::Bytes {
@@ -1307,16 +1332,9 @@ impl Core {
     }
 
     /// Keeps a logged request that came while this member has no leader, behind the
-    /// connection's earlier requests, for [`Core::order_held`].
+    /// connection's earlier requests, for [`Core::order_kept`].
     fn hold(&mut self, connection: ConnectionId, xid: i32, request: Request, received_us: u64) {
         let state = self.connections.get(&connection).expect("caller checked");
-        assert!(
-            !state
-                .slots
-                .iter()
-                .any(|slot| matches!(slot, Slot::AwaitingApply { .. })),
-            "a member that left its quorum kept no client with a write on its way"
-        );
         let slot = Slot::Held {
             xid,
             request,
@@ -1326,19 +1344,25 @@ impl Core {
         self.queue(connection, slot);
     }
 
-    /// Orders the requests held while this member had no leader, each connection's in
-    /// arrival order, the connections in id order (as in every run of the same inputs). A
-    /// connection being closed keeps its held requests unordered: its client saw them fail.
-    fn order_held(&mut self) {
-        let mut holding: Vec<ConnectionId> = self
+    /// On joining a quorum: appends again the writes that the kept clients still wait for
+    /// (appended in an earlier epoch, which lost them: see [`Core::role_changed`]), and orders
+    /// the requests held while this member had no leader; each connection's in request
+    /// order, the connections in id order (as in every run of the same inputs). A connection
+    /// being closed keeps its held requests unordered: its client saw them fail.
+    fn order_kept(&mut self, lost_epoch: Option<u64>) {
+        let mut waiting: Vec<ConnectionId> = self
             .connections
             .iter()
             .filter(|(_, c)| c.phase == Phase::Open)
-            .filter(|(_, c)| c.slots.iter().any(|s| matches!(s, Slot::Held { .. })))
+            .filter(|(_, c)| {
+                c.slots
+                    .iter()
+                    .any(|s| matches!(s, Slot::Held { .. } | Slot::AwaitingApply { .. }))
+            })
             .map(|(id, _)| *id)
             .collect();
-        holding.sort_unstable();
-        for connection in holding {
+        waiting.sort_unstable();
+        for connection in waiting {
             let state = self.connections.get_mut(&connection).expect("just listed");
             let slots = std::mem::take(&mut state.slots);
             let mut ordered = VecDeque::with_capacity(slots.len());
@@ -1350,6 +1374,18 @@ impl Core {
                         identities,
                         received_us,
                     } => self.order(connection, xid, request, &identities, received_us),
+                    Slot::AwaitingApply {
+                        xid,
+                        opcode,
+                        received_us,
+                        entry,
+                    } => {
+                        assert!(
+                            lost_epoch.is_some_and(|lost| lost < self.role.epoch()),
+                            "a write lost with an epoch is appended again only in a later one"
+                        );
+                        self.submit(connection, xid, opcode, entry, received_us)
+                    }
                     slot => slot,
                 });
             }
@@ -1370,16 +1406,6 @@ impl Core {
         received_us: u64,
     ) -> Slot {
         let state = self.connections.get(&connection).expect("caller checked");
-        let session_id = state.session_id;
-        let owner = state.owner;
-        let refused = |code| Slot::Ready {
-            bytes: reply_frame(xid, -1, Err(code)),
-            close: false,
-        };
-        if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
-            return refused(ErrorCode::SessionExpired);
-        }
-        let closes_session = request == Request::CloseSession;
         let opcode = request.opcode();
         let op = match request {
             Request::CloseSession => CommandOp::CloseSession,
@@ -1389,17 +1415,40 @@ impl Core {
             },
         };
         let command = Command {
-            session_id,
+            session_id: state.session_id,
             cxid: xid,
             time_ms: self.now.wall_ms,
-            owner,
+            owner: state.owner,
             op,
         };
-        if !self.append(connection, command) {
+        let entry = self.envelope(connection, command);
+        self.submit(connection, xid, opcode, entry, received_us)
+    }
+
+    /// Appends a connection's logged request, encoded as `entry`, to the ordering layer (for
+    /// the first time, or again after a leader change lost it); the slot that waits for it to
+    /// be applied, or that holds the error it was refused with.
+    fn submit(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        opcode: OpCode,
+        entry: bytes::Bytes,
+        received_us: u64,
+    ) -> Slot {
+        let session_id = self.connections[&connection].session_id;
+        let refused = |code| Slot::Ready {
+            bytes: reply_frame(xid, -1, Err(code)),
+            close: false,
+        };
+        if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
+            return refused(ErrorCode::SessionExpired);
+        }
+        if !accepted(self.log.append(entry.clone(), self.role.epoch())) {
             // Shed load rather than queue without bound; the client may retry.
             return refused(ErrorCode::ThrottledOp);
         }
-        if closes_session {
+        if opcode == OpCode::CloseSession {
             self.sessions
                 .get_mut(&session_id)
                 .expect("checked above")
@@ -1409,6 +1458,7 @@ impl Core {
             xid,
             opcode,
             received_us,
+            entry,
         }
     }
 
@@ -1743,31 +1793,52 @@ impl Core {
         self.snapshot_schedule.restart();
     }
 
-    /// Leaving the quorum drops every client that waits for a reply (its pending writes may or
-    /// may not commit: the client sees a connection loss). A client that waits for nothing
-    /// keeps its connection, watches and reads for up to a tick: a leader change here takes
-    /// milliseconds, and a ZooKeeper follower drops all its clients at each one. Its reads are
-    /// answered from this member's applied state, every entry of it committed, as a follower's
-    /// always are. Its writes, syncs and close are held, with the requests behind them, and
-    /// ordered when this member joins a quorum again: none was handed to the ordering layer
-    /// before, so none is ordered twice (and the log refuses one whose client has since moved
-    /// its session to another server, as it refuses any other owner's). When the tick is up
-    /// without a leader, the kept clients are dropped and what they had held is never ordered
-    /// (a member that found no leader by then is likely cut off, and its clients had better
-    /// move). Joining the quorum drops the read-only clients, so that they come back with
-    /// writable sessions. A new leader gives every session a full timeout, as ZooKeeper does.
+    /// Leaving the quorum keeps the clients' connections, watches and reads for up to a
+    /// tick: a leader change here takes milliseconds, and a ZooKeeper follower drops all its
+    /// clients at each one. Their reads are answered from this member's applied state, every
+    /// entry of it committed, as a follower's always are.
+    ///
+    /// A client's writes, syncs and close that come meanwhile are held, with the requests
+    /// behind them, and ordered when this member joins a quorum again: none was handed to
+    /// the ordering layer before, so none is ordered twice (and the log refuses one whose
+    /// client has since moved its session to another server, as it refuses any other
+    /// owner's).
+    ///
+    /// The writes a client was already waiting for were appended in the epoch this member
+    /// left, and may or may not commit. The ordering layer reports serving again only once
+    /// this member has applied the history its new leader synchronized it to. If that leader
+    /// leads a later epoch, the history holds every entry of earlier epochs that will ever
+    /// commit: a write applied by then was answered as it was applied, and one that was not
+    /// never will be, so it is appended again, in its place in the client's order. The layer
+    /// drops an entry appended in an epoch it no longer serves (one still queued to it when
+    /// the leader went), so the entry cannot commit in the later epoch as well. If the member
+    /// rejoins the same epoch (a leader it lost touch with kept leading), the leader may still
+    /// order what it received; the writes' fate is unknown, and their clients are dropped (the
+    /// client sees a connection loss, as in ZooKeeper). So are all clients when the member
+    /// installs a snapshot, which may hold the writes without applying them one by one here.
+    ///
+    /// When the tick is up without a leader, the kept clients are dropped and what they had
+    /// held is never ordered (a member that found no leader by then is likely cut off, and its
+    /// clients had better move). Joining the quorum drops the read-only clients, so that they
+    /// come back with writable sessions. A new leader gives every session a full timeout, as
+    /// ZooKeeper does.
     fn role_changed(&mut self, role: Role) {
         let was_serving = self.role.is_serving();
+        let serving_epoch = self.role.epoch();
+        let lost_epoch = self.left_epoch;
         self.role = role;
         let joining = !was_serving && role.is_serving();
         if was_serving != role.is_serving() {
+            let rejoined_epoch = joining && lost_epoch == Some(role.epoch());
             self.close_connections(|c| match c.phase {
                 Phase::AwaitingHandshake => false,
+                Phase::Open if rejoined_epoch && c.awaits_apply() => true,
                 Phase::Open if joining => c.read_only,
-                Phase::Open => !c.slots.is_empty(),
+                Phase::Open => false,
                 _ => true,
             });
-            self.idle_clients_kept_until_ms =
+            self.left_epoch = (!joining).then_some(serving_epoch);
+            self.clients_kept_until_ms =
                 (!joining).then(|| self.now.monotonic_ms + self.config.tick_ms);
             // A close or a report this server appended may have been lost with the change
             // (dropped before ordering, or with a deposed leader's uncommitted entries). If a
@@ -1790,20 +1861,20 @@ impl Core {
         }
         if joining {
             // After the sessions' reset above, which would forget a held close.
-            self.order_held();
+            self.order_kept(lost_epoch);
         }
         tracing::info!(?role, "role changed");
     }
 
     /// Drops the clients kept since this member left its quorum, once their tick is up.
-    fn drop_idle_clients_when_due(&mut self) {
-        let Some(until_ms) = self.idle_clients_kept_until_ms else {
+    fn drop_kept_clients_when_due(&mut self) {
+        let Some(until_ms) = self.clients_kept_until_ms else {
             return;
         };
         if self.now.monotonic_ms < until_ms {
             return;
         }
-        self.idle_clients_kept_until_ms = None;
+        self.clients_kept_until_ms = None;
         self.close_connections(|c| c.phase == Phase::Open && !c.read_only);
     }
 
@@ -1923,6 +1994,7 @@ impl Core {
             xid,
             opcode,
             received_us,
+            ..
         } = *slot
         else {
             unreachable!()
@@ -2125,6 +2197,8 @@ mod tests {
     #[derive(Default)]
     struct QueueLayer {
         queued: std::sync::Mutex<VecDeque<bytes::Bytes>>,
+        /// The epoch each client command was appended for, in order.
+        epochs: std::sync::Mutex<Vec<u64>>,
         urgent: std::sync::Mutex<VecDeque<bytes::Bytes>>,
         refusing: std::sync::atomic::AtomicBool,
         refusing_urgent: std::sync::atomic::AtomicBool,
@@ -2151,11 +2225,17 @@ mod tests {
     }
 
     impl OrderingLayer for QueueLayer {
-        fn append(&self, entry: bytes::Bytes) -> Result<(), zoolog_log::AppendError> {
-            push(&self.queued, &self.refusing, entry)
+        fn append(&self, entry: bytes::Bytes, epoch: u64) -> Result<(), zoolog_log::AppendError> {
+            push(&self.queued, &self.refusing, entry)?;
+            self.epochs.lock().unwrap().push(epoch);
+            Ok(())
         }
 
-        fn append_urgent(&self, entry: bytes::Bytes) -> Result<(), zoolog_log::AppendError> {
+        fn append_urgent(
+            &self,
+            entry: bytes::Bytes,
+            _epoch: u64,
+        ) -> Result<(), zoolog_log::AppendError> {
             push(&self.urgent, &self.refusing_urgent, entry)
         }
 
@@ -2490,20 +2570,70 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_client_waiting_for_a_write_is_dropped_when_its_member_loses_its_leader() {
-        let (mut core, layer) = follower_with_a_session(false);
+    /// A follower of epoch 1 whose client (connection 1) waits for a delete it appended, which
+    /// then loses its leader: the delete's entry, as appended.
+    fn a_write_on_its_way_when_the_leader_goes(core: &mut Core, layer: &QueueLayer) -> Input {
         core.handle(delete_of_a_missing_node(), at_ms(1_500));
+        let delete = layer.queued.lock().unwrap().pop_front();
+        let delete = delete.expect("the write is on its way");
         assert_eq!(
-            layer.queued.lock().unwrap().len(),
-            1,
-            "the write is on its way"
+            client_saw(core, Input::Role(Role::Looking), 2_000),
+            ClientSaw::Nothing,
+            "the client is kept"
         );
-        let looking = Input::Role(Role::Looking);
+        Input::Committed {
+            position: 2,
+            entry: delete,
+        }
+    }
+
+    #[test]
+    fn a_write_lost_with_its_epoch_is_appended_again_when_the_member_serves_a_later_one() {
+        let (mut core, layer) = follower_with_a_session(false);
+        let first_try = a_write_on_its_way_when_the_leader_goes(&mut core, &layer);
+        // A read behind the write still waits for it.
+        assert_eq!(replies(&mut core, exists_on_the_root(), 2_100), []);
+        assert_eq!(replies(&mut core, following_a_new_leader(), 2_200), []);
+        let again = layer.queued.lock().unwrap().pop_front();
+        let again = again.expect("appended again once the new epoch's history is applied");
+        let Input::Committed { entry, .. } = &first_try else {
+            unreachable!()
+        };
+        assert_eq!(again, entry, "the same entry");
+        assert_eq!(*layer.epochs.lock().unwrap(), [1, 1, 2]);
+        let committed = Input::Committed {
+            position: 3,
+            entry: again,
+        };
+        let no_node = ErrorCode::NoNode as i32;
+        assert_eq!(replies(&mut core, committed, 2_300), [(8, no_node), (7, 0)]);
+    }
+
+    #[test]
+    fn a_write_applied_before_the_member_serves_again_is_answered_and_not_appended_again() {
+        let (mut core, layer) = follower_with_a_session(false);
+        let committed = a_write_on_its_way_when_the_leader_goes(&mut core, &layer);
+        // The new leader's history held it: applied while this member synchronizes.
+        let no_node = ErrorCode::NoNode as i32;
+        assert_eq!(replies(&mut core, committed, 2_100), [(8, no_node)]);
+        assert_eq!(replies(&mut core, following_a_new_leader(), 2_200), []);
+        assert!(layer.queued.lock().unwrap().is_empty(), "nothing appended");
+    }
+
+    #[test]
+    fn a_client_waiting_for_a_write_is_dropped_when_its_member_rejoins_the_epoch_it_left() {
+        let (mut core, layer) = follower_with_a_session(false);
+        a_write_on_its_way_when_the_leader_goes(&mut core, &layer);
+        let same_leader = Input::Role(Role::Follower {
+            leader: 2,
+            epoch: 1,
+        });
         assert_eq!(
-            client_saw(&mut core, looking, 2_000),
-            ClientSaw::ItsConnectionClosed
+            client_saw(&mut core, same_leader, 2_200),
+            ClientSaw::ItsConnectionClosed,
+            "the leader may still order the write"
         );
+        assert!(layer.queued.lock().unwrap().is_empty(), "nothing appended");
     }
 
     fn close_request(connection: ConnectionId) -> Input {

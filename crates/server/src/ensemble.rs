@@ -37,7 +37,7 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
-    Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, Lane, LearnerStatus,
+    Action, AppendCapacity, Config as ZabConfig, Entry, Epoch, Epochs, Input, Lane, LearnerStatus,
     LearnerSyncs, MemberRole, Message, OwnSync, PerLane, ServerId, ServingRole, Status, Zab,
     COMMIT_STALL_US,
 };
@@ -104,8 +104,8 @@ const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
 pub struct Ensemble {
-    appends: mpsc::Sender<Bytes>,
-    urgent_appends: mpsc::Sender<Bytes>,
+    appends: mpsc::Sender<Tagged>,
+    urgent_appends: mpsc::Sender<Tagged>,
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
     replica: Arc<ReplicaLog>,
@@ -537,27 +537,33 @@ impl Ensemble {
 }
 
 impl Ensemble {
-    fn send_append(&self, lane: &mpsc::Sender<Bytes>, entry: Bytes) -> Result<(), AppendError> {
+    fn send_append(
+        &self,
+        lane: &mpsc::Sender<Tagged>,
+        entry: Bytes,
+        epoch: Epoch,
+    ) -> Result<(), AppendError> {
         if entry.len() > self.entry_bytes_max {
             return Err(AppendError::TooLarge {
                 entry_bytes: entry.len(),
                 entry_bytes_max: self.entry_bytes_max,
             });
         }
-        lane.try_send(entry).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => AppendError::Full,
-            mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
-        })
+        lane.try_send(Tagged { epoch, entry })
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => AppendError::Full,
+                mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
+            })
     }
 }
 
 impl OrderingLayer for Ensemble {
-    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
-        self.send_append(&self.appends, entry)
+    fn append(&self, entry: Bytes, epoch: Epoch) -> Result<(), AppendError> {
+        self.send_append(&self.appends, entry, epoch)
     }
 
-    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
-        self.send_append(&self.urgent_appends, entry)
+    fn append_urgent(&self, entry: Bytes, epoch: Epoch) -> Result<(), AppendError> {
+        self.send_append(&self.urgent_appends, entry, epoch)
     }
 
     fn committed_position(&self) -> Position {
@@ -653,15 +659,21 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
 /// Owns the state machine and carries out its actions.
 /// The front end's commands on their way to the protocol: urgent ones (liveness reports)
 /// go ahead of every client command still waiting.
+/// A command as the front end appended it, with the epoch it last heard this server serve.
+struct Tagged {
+    epoch: Epoch,
+    entry: Bytes,
+}
+
 struct AppendLanes {
-    urgent: mpsc::Receiver<Bytes>,
-    commands: mpsc::Receiver<Bytes>,
+    urgent: mpsc::Receiver<Tagged>,
+    commands: mpsc::Receiver<Tagged>,
 }
 
 impl AppendLanes {
     /// The next command of the `open` lanes, urgent ones first, and its lane; waits for one
     /// (none when no lane is open).
-    async fn recv(&mut self, open: PerLane<bool>) -> Option<(Lane, Bytes)> {
+    async fn recv(&mut self, open: PerLane<bool>) -> Option<(Lane, Tagged)> {
         tokio::select! {
             biased;
             Some(entry) = self.urgent.recv(), if open.urgent => Some((Lane::Urgent, entry)),
@@ -671,14 +683,25 @@ impl AppendLanes {
     }
 
     /// `first` (just received from `lane`) and what else waits in that lane, as far as the
-    /// protocol has room.
-    fn take(&mut self, lane: Lane, first: Bytes, capacity: AppendCapacity) -> Vec<Bytes> {
+    /// protocol has room, leaving out (dropping) the commands appended for another epoch
+    /// than `epoch`, the one this server serves (see [`OrderingLayer::append`]).
+    fn take(
+        &mut self,
+        lane: Lane,
+        first: Tagged,
+        capacity: AppendCapacity,
+        epoch: Epoch,
+    ) -> Vec<Bytes> {
         let waiting = match lane {
             Lane::Urgent => &mut self.urgent,
             Lane::Commands => &mut self.commands,
         };
         let mut first = Some(first);
-        capacity.fill(|| first.take().or_else(|| waiting.try_recv().ok()))
+        capacity.fill(|| {
+            std::iter::from_fn(|| first.take().or_else(|| waiting.try_recv().ok()))
+                .find(|tagged| tagged.epoch == epoch)
+                .map(|tagged| tagged.entry)
+        })
     }
 }
 
@@ -742,13 +765,16 @@ impl Driver {
                     Input::Logged { position: done.position, epoch: done.epoch }
                 }
                 Some((lane, first)) = appends.recv(open) => {
-                    if !self.zab.status().is_serving() {
-                        // Its client's connection is being closed: it may or may not have
-                        // been ordered, as far as the client knows.
+                    let Status::Serving { epoch, .. } = self.zab.status() else {
+                        // Its front end counts it as lost with the epoch it was appended in.
+                        continue;
+                    };
+                    let capacity = self.zab.append_capacity(lane);
+                    let payloads = appends.take(lane, first, capacity, epoch);
+                    if payloads.is_empty() {
                         continue;
                     }
-                    let capacity = self.zab.append_capacity(lane);
-                    Input::Append { lane, payloads: appends.take(lane, first, capacity) }
+                    Input::Append { lane, payloads }
                 }
                 Some(command) = control.recv() => match command {
                     Control::EpochAt { position, reply } => {
@@ -1518,45 +1544,78 @@ fn wall_clock_ms() -> i64 {
 mod tests {
     use super::*;
 
+    fn tagged(epoch: Epoch, entry: &'static str) -> Tagged {
+        Tagged {
+            epoch,
+            entry: Bytes::from(entry),
+        }
+    }
+
     #[tokio::test]
     async fn urgent_appends_go_ahead_of_the_client_commands_waiting() {
         let (commands_tx, commands) = mpsc::channel(8);
         let (urgent_tx, urgent) = mpsc::channel(8);
         let mut lanes = AppendLanes { urgent, commands };
         for command in ["c1", "c2", "c3"] {
-            commands_tx.try_send(Bytes::from(command)).unwrap();
+            commands_tx.try_send(tagged(3, command)).unwrap();
         }
-        urgent_tx.try_send(Bytes::from("u1")).unwrap();
-        urgent_tx.try_send(Bytes::from("u2")).unwrap();
+        urgent_tx.try_send(tagged(3, "u1")).unwrap();
+        urgent_tx.try_send(tagged(3, "u2")).unwrap();
 
         let both = PerLane {
             commands: true,
             urgent: true,
         };
         let (lane, first) = lanes.recv(both).await.unwrap();
-        assert_eq!((lane, &first[..]), (Lane::Urgent, &b"u1"[..]));
+        assert_eq!((lane, &first.entry[..]), (Lane::Urgent, &b"u1"[..]));
         let room = AppendCapacity {
             commands: 3,
             bytes: 1 << 20,
         };
-        assert_eq!(lanes.take(lane, first, room), ["u1", "u2"]);
+        assert_eq!(lanes.take(lane, first, room, 3), ["u1", "u2"]);
 
-        urgent_tx.try_send(Bytes::from("u3")).unwrap();
+        urgent_tx.try_send(tagged(3, "u3")).unwrap();
         let (lane, first) = lanes.recv(both).await.unwrap();
         assert_eq!(
-            (lane, &first[..]),
+            (lane, &first.entry[..]),
             (Lane::Urgent, &b"u3"[..]),
             "an urgent command overtakes those still waiting"
         );
-        assert_eq!(lanes.take(lane, first, room), ["u3"]);
-        urgent_tx.try_send(Bytes::from("u4")).unwrap();
+        assert_eq!(lanes.take(lane, first, room, 3), ["u3"]);
+        urgent_tx.try_send(tagged(3, "u4")).unwrap();
         let only_commands = PerLane {
             commands: true,
             urgent: false,
         };
         let (lane, first) = lanes.recv(only_commands).await.unwrap();
         assert_eq!(lane, Lane::Commands, "a full urgent lane holds none back");
-        assert_eq!(lanes.take(lane, first, room), ["c1", "c2", "c3"]);
+        assert_eq!(lanes.take(lane, first, room, 3), ["c1", "c2", "c3"]);
+    }
+
+    #[tokio::test]
+    async fn commands_appended_for_an_epoch_the_server_left_are_dropped() {
+        let (commands_tx, commands) = mpsc::channel(8);
+        let (_urgent_tx, urgent) = mpsc::channel(8);
+        let mut lanes = AppendLanes { urgent, commands };
+        for (epoch, command) in [
+            (2, "lost"),
+            (3, "c1"),
+            (2, "late"),
+            (0, "looking"),
+            (3, "c2"),
+        ] {
+            commands_tx.try_send(tagged(epoch, command)).unwrap();
+        }
+        let open = PerLane {
+            commands: true,
+            urgent: true,
+        };
+        let (lane, first) = lanes.recv(open).await.unwrap();
+        let room = AppendCapacity {
+            commands: 8,
+            bytes: 1 << 20,
+        };
+        assert_eq!(lanes.take(lane, first, room, 3), ["c1", "c2"]);
     }
 
     #[test]

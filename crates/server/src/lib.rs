@@ -48,24 +48,33 @@
 //!   in ZooKeeper, so a session's id (which any reader sees as an ephemeral's owner) is not
 //!   enough to keep it alive. A new leader gives every session a full timeout, as ZooKeeper
 //!   does.
-//! - **Leaving the quorum drops the clients that wait for a reply.** A server whose ordering
-//!   layer stops serving closes the connections of its writable clients with requests pending
-//!   (those may or may not commit, which is what a connection loss means to a ZooKeeper
-//!   client). A client that waits for nothing keeps its connection for up to a tick, so that a
-//!   leader change of a few milliseconds passes it by: its pings and reads are answered from
-//!   the applied state, every entry of which is committed (what a follower's client may read
-//!   anyway). Its writes, syncs and close are held, with the requests behind them, and handed
-//!   to the ordering layer when the server joins a quorum again. None had been handed over
-//!   before, so none is ordered twice; one ordered after its client moved to another server
-//!   fails there (SessionMoved), as any write of a connection that no longer holds its
-//!   session. A snapshot install or the end of the tick drops the client, and what it held is
-//!   never ordered. With read-only mode on, it keeps accepting read-only sessions, which live
-//!   only in its memory and end when it rejoins or their client closes them (the one write it
-//!   answers without the log). A client resuming a session there keeps it if this server
-//!   holds it; one it does not hold is called expired only if this server applied its
-//!   creation (a session id carries the zxid that created it), otherwise the client is turned
-//!   away to try another server: behind the log, this server cannot tell an ended session
-//!   from a newer one.
+//! - **Leaving the quorum keeps the clients, and settles their writes.** A server whose
+//!   ordering layer stops serving keeps its writable clients' connections for up to a tick, so
+//!   that a leader change of a few milliseconds passes them by: pings and reads are answered
+//!   from the applied state, every entry of which is committed (what a follower's client may
+//!   read anyway). Writes, syncs and closes sent meanwhile are held, with the requests behind
+//!   them, and handed to the ordering layer when the server joins a quorum again; none had been
+//!   handed over before, so none is ordered twice. A write that was already handed over, in the
+//!   epoch the server left, is settled rather than failed. Zab reports serving only once the
+//!   server has applied the history its new leader synchronized it to; a new epoch's history
+//!   holds every entry of earlier epochs that will ever commit, so by then the write was
+//!   applied (and answered then), or it never will be, and is handed over again in its place
+//!   in the client's order. No copy from the old epoch can commit later: the old leader's
+//!   queues die with its leadership, the leader refuses a forward of an older epoch, and the
+//!   driver drops a command the front end queued for an epoch the server no longer serves.
+//!   The simulator checks that no client request is applied twice. Where the fate stays
+//!   unknown the client is dropped, as a ZooKeeper client is (a connection loss: its writes may
+//!   or may not commit): when the server rejoins the epoch it left (its leader led on), and
+//!   when it installs a snapshot (which may hold the write without applying it here). Any
+//!   request ordered after its client moved to another server fails there (SessionMoved), as
+//!   any write of a connection that no longer holds its session. The end of the tick without a
+//!   leader drops the clients, and what they held is never ordered. With read-only mode on,
+//!   the server keeps accepting read-only sessions, which live only in its memory and end when
+//!   it rejoins or their client closes them (the one write it answers without the log). A
+//!   client resuming a session there keeps it if this server holds it; one it does not hold
+//!   is called expired only if this server applied its creation (a session id carries the
+//!   zxid that created it), otherwise the client is turned away to try another server: behind
+//!   the log, this server cannot tell an ended session from a newer one.
 //! - **`sync` is a log entry** in an ensemble: its reply leaves only after it is applied here,
 //!   so everything committed before the sync was ordered is visible to the reads after it, on
 //!   any server and across leader changes (a deposed leader cannot order it at all).

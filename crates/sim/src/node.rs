@@ -110,12 +110,15 @@ pub struct Front {
 
 /// The ordering layer a simulated server's Core appends to: a bounded queue the simulator
 /// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
-/// ensemble driver does; what is queued while Zab is not serving is dropped, as there.
-/// Core's commands waiting for Zab, in two lanes of `capacity` each as the real ensemble
-/// layer keeps them: urgent ones (liveness reports) are taken first, into Zab's urgent lane.
+/// ensemble driver does, dropping what was appended for another epoch than Zab serves.
+/// What is queued while Zab does not serve waits: the real driver's queue may hold commands
+/// through a leader change too, when it takes them later than they come.
+/// Core's commands waiting for Zab, each with the epoch it was appended for, in two lanes of
+/// `capacity` each as the real ensemble layer keeps them: urgent ones (liveness reports) are
+/// taken first, into Zab's urgent lane.
 pub struct SimLayer {
-    pub urgent: Mutex<VecDeque<Bytes>>,
-    pub queue: Mutex<VecDeque<Bytes>>,
+    pub urgent: Mutex<VecDeque<(u64, Bytes)>>,
+    pub queue: Mutex<VecDeque<(u64, Bytes)>>,
     pub capacity: usize,
     pub committed: AtomicU64,
 }
@@ -130,42 +133,45 @@ impl SimLayer {
         }
     }
 
-    pub fn pop_front(&self, lane: Lane) -> Option<Bytes> {
+    /// The next command of `lane` appended for `epoch`, dropping any appended for another
+    /// (as the real layer does: see `OrderingLayer::append`).
+    pub fn pop_front(&self, lane: Lane, epoch: u64) -> Option<Bytes> {
         let waiting = match lane {
             Lane::Urgent => &self.urgent,
             Lane::Commands => &self.queue,
         };
-        waiting.lock().unwrap().pop_front()
+        let mut waiting = waiting.lock().unwrap();
+        std::iter::from_fn(|| waiting.pop_front())
+            .find(|(appended_for, _)| *appended_for == epoch)
+            .map(|(_, entry)| entry)
     }
 
     pub fn queued(&self) -> usize {
         self.urgent.lock().unwrap().len() + self.queue.lock().unwrap().len()
     }
 
-    pub fn clear(&self) -> usize {
-        let n = self.queued();
-        self.urgent.lock().unwrap().clear();
-        self.queue.lock().unwrap().clear();
-        n
-    }
-
-    fn push(&self, lane: &Mutex<VecDeque<Bytes>>, entry: Bytes) -> Result<(), AppendError> {
+    fn push(
+        &self,
+        lane: &Mutex<VecDeque<(u64, Bytes)>>,
+        entry: Bytes,
+        epoch: u64,
+    ) -> Result<(), AppendError> {
         let mut lane = lane.lock().unwrap();
         if lane.len() >= self.capacity {
             return Err(AppendError::Full);
         }
-        lane.push_back(entry);
+        lane.push_back((epoch, entry));
         Ok(())
     }
 }
 
 impl OrderingLayer for SimLayer {
-    fn append(&self, entry: Bytes) -> Result<(), AppendError> {
-        self.push(&self.queue, entry)
+    fn append(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
+        self.push(&self.queue, entry, epoch)
     }
 
-    fn append_urgent(&self, entry: Bytes) -> Result<(), AppendError> {
-        self.push(&self.urgent, entry)
+    fn append_urgent(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
+        self.push(&self.urgent, entry, epoch)
     }
 
     fn committed_position(&self) -> Position {

@@ -135,6 +135,10 @@ pub struct ZkChecker {
     children: BTreeMap<String, Vec<(i64, Vec<String>)>>,
     /// The kind of the entry at each position (index position − 1).
     pub entries: Vec<EntryKind>,
+    /// Where each client request entered the common sequence, by the proposing front end's
+    /// origin, its connection and the request's xid: a request applied twice is a bug (a
+    /// write appended again after a leader change although it had been ordered).
+    request_positions: BTreeMap<(u64, u64, i32), u64>,
     /// The highest zxid of a write reply any client has received.
     pub max_write_ack: i64,
     /// Sessions whose clients were told they are closed or expired.
@@ -193,6 +197,7 @@ impl ZkChecker {
             history,
             children,
             entries: Vec::new(),
+            request_positions: BTreeMap::new(),
             max_write_ack: 0,
             ended_sessions: BTreeSet::new(),
             ended_in_log: BTreeMap::new(),
@@ -232,6 +237,18 @@ impl ZkChecker {
         }
         let command = Command::decode(&payload[16..])
             .map_err(|e| format!("entry {position} does not decode: {e}"))?;
+        if let CommandOp::Write { .. } | CommandOp::CloseSession = &command.op {
+            let origin = u64::from_be_bytes(payload[..8].try_into().unwrap());
+            let connection = u64::from_be_bytes(payload[8..16].try_into().unwrap());
+            let request = (origin, connection, command.cxid);
+            if let Some(first) = self.request_positions.insert(request, position) {
+                return Err(format!(
+                    "entry {position} applies the client request of entry {first} again \
+                     (session {:#x}, xid {})",
+                    command.session_id, command.cxid
+                ));
+            }
+        }
         let kind = match &command.op {
             CommandOp::Write { .. } | CommandOp::CloseSession => EntryKind::Client {
                 session_id: command.session_id,

@@ -85,7 +85,7 @@ fn session_created_for_a_connection_closed_by_a_role_change() {
         now(3),
     );
     let create_session = layer
-        .pop_front(Lane::Commands)
+        .pop_front(Lane::Commands, 1)
         .expect("CreateSession appended");
     let outputs = core.handle(Input::Role(Role::Looking), now(4));
     assert!(outputs
@@ -155,7 +155,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
     core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
     handshake(&mut core, 1, 0, vec![0; 16], 2);
     let entry = layer
-        .pop_front(Lane::Commands)
+        .pop_front(Lane::Commands, 1)
         .expect("CreateSession appended");
     let outputs = core.handle(Input::Committed { position: 1, entry }, now(3));
     let session = connect_response(&outputs, 1).expect("session created");
@@ -170,7 +170,8 @@ fn a_lost_close_does_not_leave_the_session_closing() {
         now(4),
     );
     assert!(
-        layer.pop_front(Lane::Commands).is_some() && layer.pop_front(Lane::Commands).is_none(),
+        layer.pop_front(Lane::Commands, 1).is_some()
+            && layer.pop_front(Lane::Commands, 1).is_none(),
         "the close was appended (and is now lost)"
     );
     core.handle(Input::Role(Role::Looking), now(5));
@@ -189,7 +190,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
         session.password.clone(),
         7,
     );
-    let entry = layer.pop_front(Lane::Commands).expect("Attach appended");
+    let entry = layer.pop_front(Lane::Commands, 2).expect("Attach appended");
     let outputs = core.handle(Input::Committed { position: 2, entry }, now(8));
     let reply = connect_response(&outputs, 2).expect("handshake answered");
     assert_eq!(

@@ -352,8 +352,10 @@ pub enum Action {
     Deliver {
         entries: Vec<(Position, Bytes)>,
     },
-    /// The server's role changed; commands appended before may never be ordered if it left
-    /// [`Status::Serving`], so the front end should fail its clients' pending requests.
+    /// The server's role changed. A command appended while it served epoch `e` and not yet
+    /// delivered when it left [`Status::Serving`] may or may not commit: once it serves an
+    /// epoch after `e`, the command has been delivered or never will be; if it serves `e`
+    /// again (it rejoined the same leader), the command's fate stays unknown.
     StatusChanged(Status),
 }
 
@@ -391,7 +393,9 @@ pub struct LearnerSyncs {
 pub enum Status {
     /// No established leader: electing, discovering or synchronizing.
     Looking,
-    /// Part of an established epoch: appends are accepted and ordered.
+    /// Part of an established epoch: appends are accepted and ordered. Reported once this
+    /// server has delivered the history its leader synchronized it to, so from then on a
+    /// command appended in an earlier epoch and not delivered is never committed.
     Serving {
         role: ServingRole,
         leader: ServerId,

@@ -98,6 +98,11 @@ struct Learner {
     leader_durable: Position,
     /// How far another follower's log is durable, the furthest any said in this epoch.
     follower_durable: Position,
+    /// The leader's last position when it synchronized this learner (0 before). Serving
+    /// is reported only once everything through it is delivered: by then every entry of an
+    /// earlier epoch that will ever commit has been delivered here, so a command this
+    /// server handed to an earlier leader and has not seen delivered never will be.
+    history_end: Position,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -868,6 +873,7 @@ impl Zab {
             last_ack_ms: 0,
             leader_durable: 0,
             follower_durable: 0,
+            history_end: 0,
         }));
         self.send_follower_info(leader, observer);
     }
@@ -2084,6 +2090,7 @@ impl Zab {
             } else {
                 let last = zab.history.last_position();
                 learner.stage = LearnerStage::Syncing { last };
+                learner.history_end = last;
             }
         });
         if give_up {
@@ -2382,12 +2389,20 @@ impl Zab {
 
     fn report_status(&mut self) {
         let status = match &self.phase {
-            Phase::Leading(leader) if leader.stage == LeaderStage::Broadcast => Status::Serving {
-                role: ServingRole::Leader,
-                leader: self.config.me,
-                epoch: leader.epoch,
-            },
-            Phase::Learning(learner) if learner.stage == LearnerStage::Broadcast => {
+            Phase::Leading(leader)
+                if leader.stage == LeaderStage::Broadcast
+                    && self.delivered >= leader.history_end =>
+            {
+                Status::Serving {
+                    role: ServingRole::Leader,
+                    leader: self.config.me,
+                    epoch: leader.epoch,
+                }
+            }
+            Phase::Learning(learner)
+                if learner.stage == LearnerStage::Broadcast
+                    && self.delivered >= learner.history_end =>
+            {
                 Status::Serving {
                     role: if learner.observer {
                         ServingRole::Observer

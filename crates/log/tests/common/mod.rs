@@ -34,7 +34,7 @@ pub fn append_all(
     payloads: &[Bytes],
 ) -> Vec<(Position, Bytes)> {
     for payload in payloads {
-        log.append(payload.clone()).expect("append accepted");
+        log.append(payload.clone(), 0).expect("append accepted");
     }
     receive(committed, payloads.len())
 }

@@ -28,7 +28,7 @@ use zoolog_server::config::{EnsembleConfig, PeerConfig};
 use zoolog_server::core::{request_input, Core, Input as CoreInput, Now, Output};
 use zoolog_server::ServerConfig;
 use zoolog_tree::{DataTree, TreeConfig};
-use zoolog_zab::{Input, Lane};
+use zoolog_zab::{Input, Lane, Status};
 
 use super::{fnv, Event, Phase, World};
 use crate::node::{Front, SimLayer};
@@ -657,19 +657,13 @@ impl World {
             let (Some(zab), Some(front)) = (&node.zab, &node.front) else {
                 return Ok(());
             };
-            if !zab.status().is_serving() {
-                let dropped = front.layer.clear();
-                if dropped > 0 {
-                    self.log(Some(idx), || {
-                        format!("not serving: {dropped} queued commands dropped")
-                    });
-                }
+            let Status::Serving { epoch, .. } = zab.status() else {
                 return Ok(());
-            }
+            };
             let taken = Lane::BY_PRIORITY.into_iter().find_map(|lane| {
                 let payloads = zab
                     .append_capacity(lane)
-                    .fill(|| front.layer.pop_front(lane));
+                    .fill(|| front.layer.pop_front(lane, epoch));
                 (!payloads.is_empty()).then_some((lane, payloads))
             });
             let Some((lane, payloads)) = taken else {

@@ -115,8 +115,12 @@ pub fn broadcasting_follower_with(config: Config) -> Zab {
         },
         4,
     );
-    assert!(zab.status().is_serving());
+    assert!(
+        !zab.status().is_serving(),
+        "synchronized, but the history it was synchronized to is not delivered yet"
+    );
     zab.handle(message(3, propose(vec![entry(3, 1)], 2, 2)), 5);
+    assert!(zab.status().is_serving());
     zab.handle(
         Input::Logged {
             position: 3,
