@@ -280,6 +280,7 @@ def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_fa
         print(f"held {time.monotonic() - sent:.3f}s, answered "
               f"{time.monotonic() - resumed:.3f}s after the resume")
         assert states == [], f"the client's connection changed state: {states}"
+        assert int(mntr(ens.client_port(kept_on))["zk_leader_change_requests_held"]) == 1
         ens.wait_quorum(timeout_s=30, servers=[kept_on, paused])
         checker = client(ens.hosts(paused))
         checker.sync("/held-through-failover")
@@ -315,6 +316,9 @@ def test_a_write_on_its_way_when_the_leader_dies_is_answered_not_failed(default_
               f"{time.monotonic() - killed:.3f}s after the kill")
         assert stat.version == 1, "written once"
         assert states == [], f"the client's connection changed state: {states}"
+        counters = mntr(ens.client_port(kept_on))
+        assert (int(counters["zk_leader_change_writes_appended_again"]),
+                int(counters["zk_leader_change_clients_dropped"])) == (1, 0)
         others = [sid for sid in ens.participants if sid != leader]
         ens.wait_quorum(timeout_s=30, servers=others)
         checker = client(ens.hosts(next(sid for sid in others if sid != kept_on)))

@@ -1334,6 +1334,7 @@ impl Core {
     /// Keeps a logged request that came while this member has no leader, behind the
     /// connection's earlier requests, for [`Core::order_kept`].
     fn hold(&mut self, connection: ConnectionId, xid: i32, request: Request, received_us: u64) {
+        self.stats.leader_changes.requests_held += 1;
         let state = self.connections.get(&connection).expect("caller checked");
         let slot = Slot::Held {
             xid,
@@ -1384,6 +1385,7 @@ impl Core {
                             lost_epoch.is_some_and(|lost| lost < self.role.epoch()),
                             "a write lost with an epoch is appended again only in a later one"
                         );
+                        self.stats.leader_changes.writes_appended_again += 1;
                         self.submit(connection, xid, opcode, entry, received_us)
                     }
                     slot => slot,
@@ -1829,10 +1831,12 @@ impl Core {
         self.role = role;
         let joining = !was_serving && role.is_serving();
         if was_serving != role.is_serving() {
-            let rejoined_epoch = joining && lost_epoch == Some(role.epoch());
+            if joining && lost_epoch == Some(role.epoch()) {
+                self.stats.leader_changes.clients_dropped +=
+                    self.close_connections(|c| c.phase == Phase::Open && c.awaits_apply());
+            }
             self.close_connections(|c| match c.phase {
                 Phase::AwaitingHandshake => false,
-                Phase::Open if rejoined_epoch && c.awaits_apply() => true,
                 Phase::Open if joining => c.read_only,
                 Phase::Open => false,
                 _ => true,
@@ -1875,12 +1879,13 @@ impl Core {
             return;
         }
         self.clients_kept_until_ms = None;
-        self.close_connections(|c| c.phase == Phase::Open && !c.read_only);
+        self.stats.leader_changes.clients_dropped +=
+            self.close_connections(|c| c.phase == Phase::Open && !c.read_only);
     }
 
     /// Closes every connection `doomed` picks, in id order (hash-map order would make the
-    /// outputs differ from run to run).
-    fn close_connections(&mut self, doomed: impl Fn(&Connection) -> bool) {
+    /// outputs differ from run to run); how many.
+    fn close_connections(&mut self, doomed: impl Fn(&Connection) -> bool) -> u64 {
         let mut picked: Vec<ConnectionId> = self
             .connections
             .iter()
@@ -1888,9 +1893,10 @@ impl Core {
             .map(|(id, _)| *id)
             .collect();
         picked.sort_unstable();
-        for connection in picked {
+        for &connection in &picked {
             self.close(connection);
         }
+        picked.len() as u64
     }
 
     fn deliver_watch_events(&mut self, position: Zxid, triggers: &[zoolog_tree::Trigger]) {
@@ -2539,6 +2545,8 @@ mod tests {
         );
         core.handle(following_a_new_leader(), at_ms(2_600));
         assert!(layer.queued.lock().unwrap().is_empty(), "nothing ordered");
+        let counted = core.stats.leader_changes;
+        assert_eq!((counted.requests_held, counted.clients_dropped), (1, 1));
     }
 
     #[test]
@@ -2601,6 +2609,7 @@ mod tests {
         };
         assert_eq!(again, entry, "the same entry");
         assert_eq!(*layer.epochs.lock().unwrap(), [1, 1, 2]);
+        assert_eq!(core.stats.leader_changes.writes_appended_again, 1);
         let committed = Input::Committed {
             position: 3,
             entry: again,
@@ -2634,6 +2643,7 @@ mod tests {
             "the leader may still order the write"
         );
         assert!(layer.queued.lock().unwrap().is_empty(), "nothing appended");
+        assert_eq!(core.stats.leader_changes.clients_dropped, 1);
     }
 
     fn close_request(connection: ConnectionId) -> Input {

@@ -455,6 +455,18 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
             "peer_messages_refused",
             Json::count(view.quorum.peer_messages_refused),
         ),
+        (
+            "leader_change_requests_held",
+            Json::count(view.stats.leader_changes.requests_held),
+        ),
+        (
+            "leader_change_writes_appended_again",
+            Json::count(view.stats.leader_changes.writes_appended_again),
+        ),
+        (
+            "leader_change_clients_dropped",
+            Json::count(view.stats.leader_changes.clients_dropped),
+        ),
         ("proposal_count", Json::count(view.quorum.proposed_entries)),
         ("commit_count", Json::count(view.quorum.committed_entries)),
         ("diff_count", Json::count(view.quorum.learner_syncs.diffs)),

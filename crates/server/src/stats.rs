@@ -22,6 +22,9 @@ pub struct ServerStats {
     pub connect_requests: u64,
     /// Client connections closed as they opened, for the `maxClientCnxns` or `maxCnxns` limit.
     pub connections_rejected: u64,
+    /// What this member's leader changes did to its clients (ensemble only); see
+    /// [`LeaderChanges`].
+    pub leader_changes: LeaderChanges,
     /// Every reply, in milliseconds (`srvr`'s min/avg/max, mntr's `*_latency`).
     pub latency_ms: Summary,
     /// Requests answered from the tree as it is (no log entry), from arrival to reply.
@@ -36,6 +39,19 @@ pub struct ServerStats {
     pub startup_snapshot_load_time_us: Summary,
     pub startup_log_load_time_us: Summary,
     pub startup_log_entries: Summary,
+}
+
+/// What a member's leader changes did to its clients' requests (see
+/// `Core::role_changed`): zoolog's own counters, as ZooKeeper keeps no clients through one.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderChanges {
+    /// Writes, syncs and closes that came while the member had no leader, held until it had.
+    pub requests_held: u64,
+    /// Writes that an epoch lost, appended again once the member served a later one.
+    pub writes_appended_again: u64,
+    /// Kept clients dropped: still without a leader a tick after losing it, or waiting for a
+    /// write when the member rejoined the epoch it had left (the write's fate unknown).
+    pub clients_dropped: u64,
 }
 
 /// ZooKeeper's BufferStats: the size in bytes of the last, smallest and largest of some
