@@ -4,10 +4,12 @@
 //! successful write *sent after the kill*, by any client, is one trial's unavailability. The
 //! killed server is then restarted and the ensemble given time to settle before the next trial.
 //!
-//! A server that leaves the quorum drops its clients that wait for a reply (Apache ZooKeeper's
-//! drop all of theirs; every writer here waits for one) and refuses handshakes until it serves
-//! again; a zoolog member holds a write sent to it meanwhile until it has a leader, so a
-//! survivor's writer may make the first write. A dropped client (like ZooKeeper's Java client)
+//! A ZooKeeper server that leaves the quorum drops all its clients (every writer here waits for
+//! a reply) and refuses handshakes until it serves again. A zoolog member keeps its clients for
+//! up to a tick: it answers the write a writer was waiting for once its new leader's history
+//! shows whether the write was ordered (appending it again if not), and holds a write sent to
+//! it meanwhile until it has a leader, so a survivor's writer may make the first write sent
+//! after the kill. A dropped client (like ZooKeeper's Java client)
 //! waits a random 0–1 s between rounds of reconnection attempts. So that this pause does not
 //! hide the servers' own recovery, besides the open sessions a prober opens a fresh session to
 //! every surviving server every [`PROBE_PERIOD`] from the kill on, and writes through it once
@@ -17,7 +19,7 @@
 //! Beside the writers, [`IDLE_PER_SURVIVOR`] sessions on each server but the leader wait for
 //! nothing through the kill, as a lock holder or a watcher does; each trial counts those whose
 //! connection dropped (at a leader change a ZooKeeper follower drops all its clients, a zoolog
-//! member keeps the idle ones for up to a tick).
+//! member keeps them for up to a tick).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
