@@ -656,15 +656,14 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
     })
 }
 
-/// Owns the state machine and carries out its actions.
-/// The front end's commands on their way to the protocol: urgent ones (liveness reports)
-/// go ahead of every client command still waiting.
 /// A command as the front end appended it, with the epoch it last heard this server serve.
 struct Tagged {
     epoch: Epoch,
     entry: Bytes,
 }
 
+/// The front end's commands on their way to the protocol: urgent ones (liveness reports)
+/// go ahead of every client command still waiting.
 struct AppendLanes {
     urgent: mpsc::Receiver<Tagged>,
     commands: mpsc::Receiver<Tagged>,
@@ -705,6 +704,7 @@ impl AppendLanes {
     }
 }
 
+/// Owns the state machine and carries out its actions.
 struct Driver {
     zab: Zab,
     replica: Arc<ReplicaLog>,

@@ -47,7 +47,10 @@
 //!    snapshot if the leader no longer has the entries it lacks, and appends the rest. Only when
 //!    this is durable does the follower record the new epoch as its current epoch and
 //!    acknowledge `NewLeader`. When a quorum of participants has done so, the leader's whole
-//!    history is committed, and the leader starts proposing.
+//!    history is committed, and the leader starts proposing. A learner reports serving to its
+//!    front end only once it has delivered that history as far as it was synchronized to:
+//!    from then on, what its front end appended in an earlier epoch and has not seen
+//!    delivered is never committed ([`Status::Serving`]).
 //! 4. **Broadcast.** The leader appends proposals to its log and streams them to learners;
 //!    a proposal commits once a quorum of participants has logged it. With three voters
 //!    (a quorum of two) any two are such a quorum: the leader tells its followers how far its
