@@ -207,6 +207,8 @@ struct Session {
 struct LinkSpan {
     connected_us: u64,
     heard_us: u64,
+    /// When its server last read a frame of it (a request, a ping or the handshake).
+    read_by_server_us: u64,
     ended_us: u64,
     /// A closeSession was in flight: an "expired" answer may be that close, committed.
     closing: bool,
@@ -245,6 +247,8 @@ pub(crate) struct ZkClient {
     /// When the connection in hand was accepted, and when it last brought a frame.
     connected_us: u64,
     heard_us: u64,
+    /// When the server of the connection in hand last read a frame of it.
+    read_by_server_us: u64,
     /// The last accepted connection that ended: when it was accepted, last brought a frame,
     /// and ended.
     ended_link: Option<LinkSpan>,
@@ -413,6 +417,7 @@ impl ZkState {
                 last_recv_us: 0,
                 connected_us: 0,
                 heard_us: 0,
+                read_by_server_us: 0,
                 ended_link: None,
                 closing: false,
                 knocking: None,
@@ -734,8 +739,10 @@ impl World {
         if !c.server_open {
             return Ok(());
         }
+        let client = c.client;
         if !c.greeted {
             c.greeted = true;
+            self.read_by_server(client, conn);
             let request = ConnectRequest::decode(&frame)
                 .map_err(|e| format!("a client's ConnectRequest does not decode: {e}"))?;
             return self.core_input(
@@ -751,11 +758,20 @@ impl World {
             c.held.push_back(frame);
             return Ok(());
         }
-        let client = c.client;
         let input = request_input(conn, &frame)
             .ok_or_else(|| format!("a request frame of {} bytes has no header", frame.len()))?;
+        self.read_by_server(client, conn);
         self.heard_by_server(client, idx, conn);
         self.core_input(idx, input)
+    }
+
+    /// A server reads a frame of a client's connection in hand.
+    fn read_by_server(&mut self, c: usize, conn: u64) {
+        let now = self.now;
+        let client = &mut self.zk().clients[c];
+        if matches!(client.link, Link::Connecting(at) | Link::Connected(at) if at == conn) {
+            client.read_by_server_us = now;
+        }
     }
 
     /// A server reads a request from a client: part of a streak if the connection is the
@@ -873,6 +889,7 @@ impl World {
             client.ended_link = Some(LinkSpan {
                 connected_us: client.connected_us,
                 heard_us: client.heard_us,
+                read_by_server_us: client.read_by_server_us,
                 ended_us: now,
                 closing: client.closing,
                 read_only: client.read_only_link,
@@ -1346,9 +1363,9 @@ impl World {
     /// for a whole timeout, hearing from its server until it ended, is such a server (unless
     /// the connection was read-only: its server reported nothing): the server heard every
     /// ping, and reported the session to the log in time (or the design in `zoolog_server`'s
-    /// docs is wrong), so the expiry cannot be ordered within a timeout of the last frame.
-    /// Later it may be: the client may find no other server to take it in time after that
-    /// connection ended.
+    /// docs is wrong), so the expiry cannot be ordered within a timeout of the last frame it
+    /// read. Later it may be: the client may find no other server to take it in time after
+    /// that connection ended.
     fn check_expiry_was_due(&mut self, c: usize) -> Result<(), String> {
         let (phase, faults_end) = (self.phase, self.faults_end);
         let zk = self.zk();
@@ -1370,18 +1387,21 @@ impl World {
             && !link.read_only;
         let talked_a_timeout = link.heard_us >= link.connected_us + timeout_us;
         let heard_to_the_end = link.ended_us <= link.heard_us + timeout_us / 2;
-        let too_soon = expired_us < link.heard_us + timeout_us;
+        // From the frames the server read, not those the client heard: a watch event may
+        // reach a client that has sent nothing since its last ping.
+        let too_soon = expired_us < link.read_by_server_us + timeout_us;
         if calm && talked_a_timeout && heard_to_the_end && too_soon {
             return Err(format!(
                 "client {}: session {:#x} (timeout {} ms) expired at {expired_us} us although \
                  its connection, accepted after the faults ended at {} us, brought frames from \
-                 {} us until {} us and ended at {} us",
+                 {} us until {} us, its last read by the server at {} us, and ended at {} us",
                 client.id,
                 session.id,
                 session.timeout_ms,
                 faults_end,
                 link.connected_us,
                 link.heard_us,
+                link.read_by_server_us,
                 link.ended_us
             ));
         }
