@@ -455,18 +455,6 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
             "peer_messages_refused",
             Json::count(view.quorum.peer_messages_refused),
         ),
-        (
-            "leader_change_requests_held",
-            Json::count(view.stats.leader_changes.requests_held),
-        ),
-        (
-            "leader_change_writes_appended_again",
-            Json::count(view.stats.leader_changes.writes_appended_again),
-        ),
-        (
-            "leader_change_clients_dropped",
-            Json::count(view.stats.leader_changes.clients_dropped),
-        ),
         ("proposal_count", Json::count(view.quorum.proposed_entries)),
         ("commit_count", Json::count(view.quorum.committed_entries)),
         ("diff_count", Json::count(view.quorum.learner_syncs.diffs)),
@@ -483,6 +471,8 @@ fn server_values(view: &View<'_>) -> Vec<(&'static str, Json)> {
             Json::count(view.quorum.learned_commits),
         ),
     ];
+    let leader_changes = view.stats.leader_changes.counts();
+    values.extend(leader_changes.map(|(name, _, count)| (name, Json::count(count))));
     if let (Some(peer_state), Some(ensemble)) = (view.role.peer_state(), &view.config.ensemble) {
         values.push(("peer_state", Json::str(peer_state)));
         values.push(("quorum_size", Json::count(ensemble.participants().count())));

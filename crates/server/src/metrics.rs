@@ -487,24 +487,6 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             quorum.peer_messages_refused,
         ),
         (
-            "leader_change_requests_held",
-            "Writes, syncs and closes that came while this member had no leader, held until it \
-             had one, since start or srst.",
-            view.stats.leader_changes.requests_held,
-        ),
-        (
-            "leader_change_writes_appended_again",
-            "Writes a leader change lost, appended again once this member served the new \
-             leader's epoch, since start or srst.",
-            view.stats.leader_changes.writes_appended_again,
-        ),
-        (
-            "leader_change_clients_dropped",
-            "Clients kept through a leader change and then dropped (no leader within a tick, or \
-             a write's fate unknown), since start or srst.",
-            view.stats.leader_changes.clients_dropped,
-        ),
-        (
             "proposal_count",
             "Entries this member proposed as leader, since start or srst.",
             quorum.proposed_entries,
@@ -534,7 +516,10 @@ fn render_quorum(view: &View<'_>, out: &mut Exposition) {
             "Entries this member learned committed as learner, since start or srst.",
             quorum.learned_commits,
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(view.stats.leader_changes.counts())
+    {
         out.scalar(name, help, "counter", value as f64);
     }
     if let Some(ensemble) = &view.config.ensemble {

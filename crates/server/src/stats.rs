@@ -54,6 +54,33 @@ pub struct LeaderChanges {
     pub clients_dropped: u64,
 }
 
+impl LeaderChanges {
+    /// Each count's name (mntr's without `zk_`, as in /metrics), what it counts, and its value:
+    /// one list for both outputs.
+    pub fn counts(&self) -> [(&'static str, &'static str, u64); 3] {
+        [
+            (
+                "leader_change_requests_held",
+                "Writes, syncs and closes that came while this member had no leader, held \
+                 until it had one, since start or srst.",
+                self.requests_held,
+            ),
+            (
+                "leader_change_writes_appended_again",
+                "Writes a leader change lost, appended again once this member served the new \
+                 leader's epoch, since start or srst.",
+                self.writes_appended_again,
+            ),
+            (
+                "leader_change_clients_dropped",
+                "Clients kept through a leader change and then dropped (no leader within a \
+                 tick, or a write's fate unknown), since start or srst.",
+                self.clients_dropped,
+            ),
+        ]
+    }
+}
+
 /// ZooKeeper's BufferStats: the size in bytes of the last, smallest and largest of some
 /// buffers, each -1 until there is one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
