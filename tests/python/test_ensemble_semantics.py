@@ -30,7 +30,7 @@ from test_kazoo_support import create_ttl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ensemble"))
 from ensemble import (  # noqa: E402
-    DEFAULT_SETTINGS, Ensemble, four_letter, mntr, start_ephemeral_holder)
+    DEFAULT_SETTINGS, Ensemble, four_letter, mntr, srvr_mode, start_ephemeral_holder)
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -290,8 +290,34 @@ def test_a_write_sent_while_its_server_has_no_leader_waits_for_one_instead_of_fa
         stop_clients(c, checker)
 
 
-@pytest.mark.skipif(KIND == "apache", reason="ZooKeeper's followers drop every client when they "
-                    "lose their leader, failing the writes it waits for")
+NO_CLIENTS_KEPT = pytest.mark.skipif(
+    KIND == "apache", reason="ZooKeeper's followers drop every client when they lose their "
+    "leader, failing the writes it waits for")
+
+
+def assert_settled(ens, pending, states, kept_on, path, appended_again, since):
+    """The write `pending` (setData of `path` through `kept_on`, to b"after") is answered, as
+    written once, with no connection state change and no client dropped, and every server
+    holds it; `appended_again` says whether `kept_on` had to append it a second time."""
+    stat = pending.get(timeout=10)
+    print(f"answered {time.monotonic() - since:.3f}s after {kept_on} lost its leader")
+    assert stat.version == 1, "written once"
+    assert states == [], f"the client's connection changed state: {states}"
+    counters = mntr(ens.client_port(kept_on))
+    assert (int(counters["zk_leader_change_writes_appended_again"]),
+            int(counters["zk_leader_change_clients_dropped"])) == (int(appended_again), 0)
+    running = [sid for sid in ens.participants if ens.running(sid)]
+    ens.wait_quorum(timeout_s=30, servers=running)
+    checker = client(ens.hosts(next(sid for sid in running if sid != kept_on)))
+    try:
+        checker.sync(path)
+        data, stat = checker.get(path)
+        assert (data, stat.version) == (b"after", 1)
+    finally:
+        stop_clients(checker)
+
+
+@NO_CLIENTS_KEPT
 def test_a_write_on_its_way_when_the_leader_dies_is_answered_not_failed(default_tick_ens):
     """A follower forwards its client's write to a leader that is paused, and so never orders
     it; then the leader is killed. The follower keeps the client, and once it serves the new
@@ -302,31 +328,49 @@ def test_a_write_on_its_way_when_the_leader_dies_is_answered_not_failed(default_
     leader = ens.leader()
     kept_on = follower(ens)
     c, states = client_with_states(ens.hosts(kept_on))
-    checker = None
     try:
         c.create("/on-its-way-through-failover", b"before")
         ens.pause(leader)
-        sent = time.monotonic()
         pending = send_write_that_waits(c, "/on-its-way-through-failover", b"after",
                                         "a write was answered by a paused leader")
         ens.kill(leader)
-        killed = time.monotonic()
-        stat = pending.get(timeout=10)
-        print(f"answered {time.monotonic() - sent:.3f}s after it was sent, "
-              f"{time.monotonic() - killed:.3f}s after the kill")
-        assert stat.version == 1, "written once"
-        assert states == [], f"the client's connection changed state: {states}"
-        counters = mntr(ens.client_port(kept_on))
-        assert (int(counters["zk_leader_change_writes_appended_again"]),
-                int(counters["zk_leader_change_clients_dropped"])) == (1, 0)
-        others = [sid for sid in ens.participants if sid != leader]
-        ens.wait_quorum(timeout_s=30, servers=others)
-        checker = client(ens.hosts(next(sid for sid in others if sid != kept_on)))
-        checker.sync("/on-its-way-through-failover")
-        data, stat = checker.get("/on-its-way-through-failover")
-        assert (data, stat.version) == (b"after", 1)
+        assert_settled(ens, pending, states, kept_on, "/on-its-way-through-failover",
+                       appended_again=True, since=time.monotonic())
     finally:
-        stop_clients(c, checker)
+        stop_clients(c)
+
+
+@NO_CLIENTS_KEPT
+def test_a_write_on_its_way_when_a_follower_loses_its_leader_is_answered_not_failed(
+        default_tick_ens):
+    """A follower forwards its client's write over a slowed link to its leader, and the link
+    breaks before the write gets there: the follower leaves the quorum while the leader leads
+    on with the other follower. When the link heals the follower rejoins the same epoch. Its
+    leader dropped whatever it still held from the follower's earlier attempt, so the history
+    it synchronizes the follower to shows the write was never ordered: the follower appends
+    it again, and the client gets its answer with no change of connection state."""
+    ens = default_tick_ens
+    leader = ens.leader()
+    kept_on = follower(ens)
+    epoch = logged_zxid(ens, leader) >> 32
+    c, states = client_with_states(ens.hosts(kept_on))
+    try:
+        c.create("/on-its-way-through-a-rejoin", b"before")
+        for a, b in ((kept_on, leader), (leader, kept_on)):
+            ens.delay(a, b, 3000)
+        pending = send_write_that_waits(c, "/on-its-way-through-a-rejoin", b"after",
+                                        "a write got through a link slowed by 3 s")
+        ens.partition([kept_on], [leader])
+        cut = time.monotonic()
+        wait_for(lambda: srvr_mode(ens.client_port(kept_on), 1.0) != "follower", 5,
+                 f"server {kept_on} to leave the quorum")
+        ens.heal()
+        assert_settled(ens, pending, states, kept_on, "/on-its-way-through-a-rejoin",
+                       appended_again=True, since=cut)
+        assert ens.leader() == leader and logged_zxid(ens, leader) >> 32 == epoch, \
+            "the leader led on in its epoch"
+    finally:
+        stop_clients(c)
 
 
 def test_a_session_talking_only_to_an_observer_lives_and_expires_once_everywhere(ens):

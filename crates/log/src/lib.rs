@@ -63,19 +63,19 @@ pub trait OrderingLayer: Send + Sync + 'static {
     /// it comes back in a [`CommittedBatch`]. Errors when the bounded queue is full
     /// ([`AppendError::Full`]), the entry is too large, or the log has failed or closed.
     ///
-    /// `epoch` is the epoch the caller last heard the layer serve (0 for a layer without
-    /// epochs). A replicated layer drops, unordered, an entry queued for an epoch it no longer
-    /// serves: its caller, told of the change meanwhile, counts it as lost with that epoch and
-    /// may append it again.
-    fn append(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError>;
+    /// `stint` is the layer's stint of serving the caller last heard of (0 for a layer that
+    /// always serves). A replicated layer drops, unordered, an entry queued for a stint that
+    /// has ended: its caller, told of the change meanwhile, counts it as lost with that stint
+    /// and may append it again.
+    fn append(&self, entry: Bytes, stint: u64) -> Result<(), AppendError>;
 
     /// Queues a command ahead of the commands not yet handed to ordering, in a lane with a
     /// bound of its own, so that a backlog of client commands neither refuses nor delays it.
     /// For entries whose place among other commands no client can observe: the sessions'
     /// liveness reports, which are worth nothing once they come later than a timeout. A layer
     /// without such a backlog queues it as [`OrderingLayer::append`] does.
-    fn append_urgent(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
-        self.append(entry, epoch)
+    fn append_urgent(&self, entry: Bytes, stint: u64) -> Result<(), AppendError> {
+        self.append(entry, stint)
     }
 
     /// Position of the last entry known committed (durable); never decreases.

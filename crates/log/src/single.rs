@@ -311,7 +311,7 @@ impl SingleLog {
 }
 
 impl OrderingLayer for SingleLog {
-    fn append(&self, entry: Bytes, _epoch: u64) -> Result<(), AppendError> {
+    fn append(&self, entry: Bytes, _stint: u64) -> Result<(), AppendError> {
         let entry_bytes = entry.len();
         if entry_bytes > self.entry_bytes_max {
             return Err(AppendError::TooLarge {

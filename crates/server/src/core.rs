@@ -83,7 +83,8 @@ pub enum Input {
     Tick,
 }
 
-/// This server's part in ordering, as its ordering layer reports it.
+/// This server's part in ordering, as its ordering layer reports it. A serving role's `stint`
+/// numbers the layer's stints of serving (see [`zoolog_zab::Status::Serving`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Standalone,
@@ -92,14 +93,17 @@ pub enum Role {
     Looking,
     Leader {
         epoch: u64,
+        stint: u64,
     },
     Follower {
         leader: u64,
         epoch: u64,
+        stint: u64,
     },
     Observer {
         leader: u64,
         epoch: u64,
+        stint: u64,
     },
 }
 
@@ -138,13 +142,13 @@ impl Role {
         }
     }
 
-    /// The epoch this server orders in; 0 when standalone or looking.
-    fn epoch(&self) -> u64 {
+    /// The ordering layer's stint of serving; 0 when standalone or looking.
+    fn stint(&self) -> u64 {
         match self {
             Role::Standalone | Role::Looking => 0,
-            Role::Leader { epoch }
-            | Role::Follower { epoch, .. }
-            | Role::Observer { epoch, .. } => *epoch,
+            Role::Leader { stint, .. }
+            | Role::Follower { stint, .. }
+            | Role::Observer { stint, .. } => *stint,
         }
     }
 
@@ -293,15 +297,6 @@ struct Connection {
     stats: ConnectionStats,
 }
 
-impl Connection {
-    /// Whether a write of this connection is in the log, not yet applied here.
-    fn awaits_apply(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|slot| matches!(slot, Slot::AwaitingApply { .. }))
-    }
-}
-
 struct LiveSession {
     timeout_ms: i32,
     deadline_ms: u64,
@@ -391,9 +386,9 @@ pub struct Core {
     /// Set when this member left its quorum: until then it keeps its clients' connections
     /// (see [`Core::role_changed`]).
     clients_kept_until_ms: Option<u64>,
-    /// The epoch this member served when it last left its quorum, until it serves again: the
-    /// epoch the writes its kept clients wait for were appended in.
-    left_epoch: Option<u64>,
+    /// The stint of serving this member ended when it last left its quorum, until it serves
+    /// again: the stint the writes its kept clients wait for were appended in.
+    left_stint: Option<u64>,
     /// Sessions heard from here since this server last reported them (ensemble only).
     touched: std::collections::HashSet<i64>,
     next_touch_ms: u64,
@@ -448,7 +443,7 @@ impl Core {
         Core {
             role,
             clients_kept_until_ms: None,
-            left_epoch: None,
+            left_stint: None,
             touched: Default::default(),
             next_touch_ms: now.monotonic_ms,
             local_sessions_made: 0,
@@ -1175,13 +1170,13 @@ impl Core {
     /// Hands a command to the ordering layer; false when it refused (queue full, log failed).
     fn append(&mut self, connection: ConnectionId, command: Command) -> bool {
         let entry = self.envelope(connection, command);
-        accepted(self.log.append(entry, self.role.epoch()))
+        accepted(self.log.append(entry, self.role.stint()))
     }
 
     /// Hands a command to the ordering layer ahead of the client commands it holds.
     fn append_urgent(&mut self, command: Command) -> bool {
         let entry = self.envelope(0, command);
-        accepted(self.log.append_urgent(entry, self.role.epoch()))
+        accepted(self.log.append_urgent(entry, self.role.stint()))
     }
 
     fn envelope(&self, connection: ConnectionId, command: Command) -> bytes::Bytes {
@@ -1346,11 +1341,11 @@ impl Core {
     }
 
     /// On joining a quorum: appends again the writes that the kept clients still wait for
-    /// (appended in an earlier epoch, which lost them: see [`Core::role_changed`]), and orders
+    /// (appended in an earlier stint, which lost them: see [`Core::role_changed`]), and orders
     /// the requests held while this member had no leader; each connection's in request
     /// order, the connections in id order (as in every run of the same inputs). A connection
     /// being closed keeps its held requests unordered: its client saw them fail.
-    fn order_kept(&mut self, lost_epoch: Option<u64>) {
+    fn order_kept(&mut self, lost_stint: Option<u64>) {
         let mut waiting: Vec<ConnectionId> = self
             .connections
             .iter()
@@ -1382,8 +1377,8 @@ impl Core {
                         entry,
                     } => {
                         assert!(
-                            lost_epoch.is_some_and(|lost| lost < self.role.epoch()),
-                            "a write lost with an epoch is appended again only in a later one"
+                            lost_stint.is_some_and(|lost| lost < self.role.stint()),
+                            "a write lost with a stint is appended again only in a later one"
                         );
                         self.stats.leader_changes.writes_appended_again += 1;
                         self.submit(connection, xid, opcode, entry, received_us)
@@ -1446,7 +1441,7 @@ impl Core {
         if self.sessions.get(&session_id).is_none_or(|s| s.closing) {
             return refused(ErrorCode::SessionExpired);
         }
-        if !accepted(self.log.append(entry.clone(), self.role.epoch())) {
+        if !accepted(self.log.append(entry.clone(), self.role.stint())) {
             // Shed load rather than queue without bound; the client may retry.
             return refused(ErrorCode::ThrottledOp);
         }
@@ -1806,18 +1801,17 @@ impl Core {
     /// client has since moved its session to another server, as it refuses any other
     /// owner's).
     ///
-    /// The writes a client was already waiting for were appended in the epoch this member
-    /// left, and may or may not commit. The ordering layer reports serving again only once
-    /// this member has applied the history its new leader synchronized it to. If that leader
-    /// leads a later epoch, the history holds every entry of earlier epochs that will ever
-    /// commit: a write applied by then was answered as it was applied, and one that was not
-    /// never will be, so it is appended again, in its place in the client's order. The layer
-    /// drops an entry appended in an epoch it no longer serves (one still queued to it when
-    /// the leader went), so the entry cannot commit in the later epoch as well. If the member
-    /// rejoins the same epoch (a leader it lost touch with kept leading), the leader may still
-    /// order what it received; the writes' fate is unknown, and their clients are dropped (the
-    /// client sees a connection loss, as in ZooKeeper). So are all clients when the member
-    /// installs a snapshot, which may hold the writes without applying them one by one here.
+    /// The writes a client was already waiting for were appended in the stint of serving
+    /// this member ended, and may or may not commit. The ordering layer begins a new stint
+    /// only once this member has applied the history its leader synchronized it to, and that
+    /// history holds every entry of the ended stint that will ever commit (see
+    /// [`zoolog_zab::Status::Serving`]; the same holds when a leader that kept leading takes
+    /// the member back into its epoch). So a write applied by then was answered as it was
+    /// applied, and one that was not never will be: it is appended again, in its place in the
+    /// client's order. The layer drops an entry appended in a stint that has ended (one still
+    /// queued to it when the member left), so the entry cannot commit in the new stint as
+    /// well. All clients are dropped when the member installs a snapshot, which may hold their
+    /// writes without applying them one by one here.
     ///
     /// When the tick is up without a leader, the kept clients are dropped and what they had
     /// held is never ordered (a member that found no leader by then is likely cut off, and its
@@ -1826,22 +1820,23 @@ impl Core {
     /// ZooKeeper does.
     fn role_changed(&mut self, role: Role) {
         let was_serving = self.role.is_serving();
-        let serving_epoch = self.role.epoch();
-        let lost_epoch = self.left_epoch;
+        assert!(
+            !(was_serving && role.is_serving()) || role.stint() == self.role.stint(),
+            "a stint of serving ends by leaving the quorum: {:?} -> {role:?}",
+            self.role
+        );
+        let ended_stint = self.role.stint();
+        let lost_stint = self.left_stint;
         self.role = role;
         let joining = !was_serving && role.is_serving();
         if was_serving != role.is_serving() {
-            if joining && lost_epoch == Some(role.epoch()) {
-                self.stats.leader_changes.clients_dropped +=
-                    self.close_connections(|c| c.phase == Phase::Open && c.awaits_apply());
-            }
             self.close_connections(|c| match c.phase {
                 Phase::AwaitingHandshake => false,
                 Phase::Open if joining => c.read_only,
                 Phase::Open => false,
                 _ => true,
             });
-            self.left_epoch = (!joining).then_some(serving_epoch);
+            self.left_stint = (!joining).then_some(ended_stint);
             self.clients_kept_until_ms =
                 (!joining).then(|| self.now.monotonic_ms + self.config.tick_ms);
             // A close or a report this server appended may have been lost with the change
@@ -1865,7 +1860,7 @@ impl Core {
         }
         if joining {
             // After the sessions' reset above, which would forget a held close.
-            self.order_kept(lost_epoch);
+            self.order_kept(lost_stint);
         }
         tracing::info!(?role, "role changed");
     }
@@ -2203,8 +2198,8 @@ mod tests {
     #[derive(Default)]
     struct QueueLayer {
         queued: std::sync::Mutex<VecDeque<bytes::Bytes>>,
-        /// The epoch each client command was appended for, in order.
-        epochs: std::sync::Mutex<Vec<u64>>,
+        /// The stint each client command was appended for, in order.
+        stints: std::sync::Mutex<Vec<u64>>,
         urgent: std::sync::Mutex<VecDeque<bytes::Bytes>>,
         refusing: std::sync::atomic::AtomicBool,
         refusing_urgent: std::sync::atomic::AtomicBool,
@@ -2231,16 +2226,16 @@ mod tests {
     }
 
     impl OrderingLayer for QueueLayer {
-        fn append(&self, entry: bytes::Bytes, epoch: u64) -> Result<(), zoolog_log::AppendError> {
+        fn append(&self, entry: bytes::Bytes, stint: u64) -> Result<(), zoolog_log::AppendError> {
             push(&self.queued, &self.refusing, entry)?;
-            self.epochs.lock().unwrap().push(epoch);
+            self.stints.lock().unwrap().push(stint);
             Ok(())
         }
 
         fn append_urgent(
             &self,
             entry: bytes::Bytes,
-            _epoch: u64,
+            _stint: u64,
         ) -> Result<(), zoolog_log::AppendError> {
             push(&self.urgent, &self.refusing_urgent, entry)
         }
@@ -2297,6 +2292,7 @@ mod tests {
         let follower = Role::Follower {
             leader: 2,
             epoch: 1,
+            stint: 1,
         };
         let (mut core, layer) = member_of_two(config, follower);
         core.handle(
@@ -2433,6 +2429,7 @@ mod tests {
         Input::Role(Role::Follower {
             leader: 2,
             epoch: 2,
+            stint: 2,
         })
     }
 
@@ -2595,20 +2592,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_write_lost_with_its_epoch_is_appended_again_when_the_member_serves_a_later_one() {
+    /// The write on its way, not applied when the member serves again (as `rejoining`), is
+    /// appended again, the same entry tagged with the new stint, and answered in order.
+    fn a_write_lost_with_its_stint_is_appended_again(rejoining: Input) {
         let (mut core, layer) = follower_with_a_session(false);
         let first_try = a_write_on_its_way_when_the_leader_goes(&mut core, &layer);
         // A read behind the write still waits for it.
         assert_eq!(replies(&mut core, exists_on_the_root(), 2_100), []);
-        assert_eq!(replies(&mut core, following_a_new_leader(), 2_200), []);
+        assert_eq!(replies(&mut core, rejoining, 2_200), []);
         let again = layer.queued.lock().unwrap().pop_front();
-        let again = again.expect("appended again once the new epoch's history is applied");
+        let again = again.expect("appended again once the synchronized history is applied");
         let Input::Committed { entry, .. } = &first_try else {
             unreachable!()
         };
         assert_eq!(again, entry, "the same entry");
-        assert_eq!(*layer.epochs.lock().unwrap(), [1, 1, 2]);
+        assert_eq!(*layer.stints.lock().unwrap(), [1, 1, 2]);
         assert_eq!(core.stats.leader_changes.writes_appended_again, 1);
         let committed = Input::Committed {
             position: 3,
@@ -2616,6 +2614,22 @@ mod tests {
         };
         let no_node = ErrorCode::NoNode as i32;
         assert_eq!(replies(&mut core, committed, 2_300), [(8, no_node), (7, 0)]);
+    }
+
+    #[test]
+    fn a_write_lost_with_its_stint_is_appended_again_when_the_member_serves_a_later_epoch() {
+        a_write_lost_with_its_stint_is_appended_again(following_a_new_leader());
+    }
+
+    /// The leader it lost touch with led on: it dropped what it held of the member's earlier
+    /// attempt, so the history it synchronized the member to tells the write's fate as well.
+    #[test]
+    fn a_write_lost_with_its_stint_is_appended_again_when_the_member_rejoins_its_epoch() {
+        a_write_lost_with_its_stint_is_appended_again(Input::Role(Role::Follower {
+            leader: 2,
+            epoch: 1,
+            stint: 2,
+        }));
     }
 
     #[test]
@@ -2627,23 +2641,6 @@ mod tests {
         assert_eq!(replies(&mut core, committed, 2_100), [(8, no_node)]);
         assert_eq!(replies(&mut core, following_a_new_leader(), 2_200), []);
         assert!(layer.queued.lock().unwrap().is_empty(), "nothing appended");
-    }
-
-    #[test]
-    fn a_client_waiting_for_a_write_is_dropped_when_its_member_rejoins_the_epoch_it_left() {
-        let (mut core, layer) = follower_with_a_session(false);
-        a_write_on_its_way_when_the_leader_goes(&mut core, &layer);
-        let same_leader = Input::Role(Role::Follower {
-            leader: 2,
-            epoch: 1,
-        });
-        assert_eq!(
-            client_saw(&mut core, same_leader, 2_200),
-            ClientSaw::ItsConnectionClosed,
-            "the leader may still order the write"
-        );
-        assert!(layer.queued.lock().unwrap().is_empty(), "nothing appended");
-        assert_eq!(core.stats.leader_changes.clients_dropped, 1);
     }
 
     fn close_request(connection: ConnectionId) -> Input {
@@ -2767,7 +2764,7 @@ mod tests {
             container_check_interval_ms: 100,
             ..ServerConfig::default()
         };
-        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1, stint: 1 });
         let session_id = session_from_elsewhere(&mut core, 30_000);
         // The member that took the create has a wall clock an hour behind the leader's.
         let create = Command {
@@ -2830,7 +2827,7 @@ mod tests {
             reap_scan_per_tick_min: 1,
             ..ServerConfig::default()
         };
-        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1, stint: 1 });
         let session_id = session_from_elsewhere(&mut core, 30_000);
         for (position, path) in [(2, "/c"), (3, "/a"), (4, "/b")] {
             let create = Command {
@@ -2901,7 +2898,7 @@ mod tests {
             tick_ms: 500,
             ..ServerConfig::default()
         };
-        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1 });
+        let (mut core, layer) = member_of_two(config, Role::Leader { epoch: 1, stint: 1 });
         let session_id = session_from_elsewhere(&mut core, 6_000);
         let late_command = Command {
             session_id,
@@ -2994,6 +2991,7 @@ mod tests {
         let follower = Role::Follower {
             leader: 2,
             epoch: 1,
+            stint: 2,
         };
         core.handle(Input::Role(follower), at_ms(1_960));
 

@@ -37,7 +37,7 @@ use zoolog_log::{
     ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
-    Action, AppendCapacity, Config as ZabConfig, Entry, Epoch, Epochs, Input, Lane, LearnerStatus,
+    Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, Lane, LearnerStatus,
     LearnerSyncs, MemberRole, Message, OwnSync, PerLane, ServerId, ServingRole, Status, Zab,
     COMMIT_STALL_US,
 };
@@ -98,8 +98,8 @@ const HELLO_MAGIC: &[u8; 4] = b"ZLZB";
 /// given zxid (the tree's Reap entries of tag 9), which a member of version 4 cannot apply. A
 /// peer of another version is refused at its hello rather than misread, or stopped by the
 /// first entry it cannot apply. 6: hellos, the pieces' lengths and messages carry CRC-32Cs
-/// (see [`write_message`]).
-const HELLO_VERSION: u8 = 6;
+/// (see [`write_message`]). 7: a `NewLeader` carries the leader's last position.
+const HELLO_VERSION: u8 = 7;
 const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
@@ -541,7 +541,7 @@ impl Ensemble {
         &self,
         lane: &mpsc::Sender<Tagged>,
         entry: Bytes,
-        epoch: Epoch,
+        stint: u64,
     ) -> Result<(), AppendError> {
         if entry.len() > self.entry_bytes_max {
             return Err(AppendError::TooLarge {
@@ -549,7 +549,7 @@ impl Ensemble {
                 entry_bytes_max: self.entry_bytes_max,
             });
         }
-        lane.try_send(Tagged { epoch, entry })
+        lane.try_send(Tagged { stint, entry })
             .map_err(|error| match error {
                 mpsc::error::TrySendError::Full(_) => AppendError::Full,
                 mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
@@ -558,12 +558,12 @@ impl Ensemble {
 }
 
 impl OrderingLayer for Ensemble {
-    fn append(&self, entry: Bytes, epoch: Epoch) -> Result<(), AppendError> {
-        self.send_append(&self.appends, entry, epoch)
+    fn append(&self, entry: Bytes, stint: u64) -> Result<(), AppendError> {
+        self.send_append(&self.appends, entry, stint)
     }
 
-    fn append_urgent(&self, entry: Bytes, epoch: Epoch) -> Result<(), AppendError> {
-        self.send_append(&self.urgent_appends, entry, epoch)
+    fn append_urgent(&self, entry: Bytes, stint: u64) -> Result<(), AppendError> {
+        self.send_append(&self.urgent_appends, entry, stint)
     }
 
     fn committed_position(&self) -> Position {
@@ -656,9 +656,10 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
     })
 }
 
-/// A command as the front end appended it, with the epoch it last heard this server serve.
+/// A command as the front end appended it, with the stint of serving (see
+/// [`Status::Serving`]) it last heard this server begin.
 struct Tagged {
-    epoch: Epoch,
+    stint: u64,
     entry: Bytes,
 }
 
@@ -682,14 +683,14 @@ impl AppendLanes {
     }
 
     /// `first` (just received from `lane`) and what else waits in that lane, as far as the
-    /// protocol has room, leaving out (dropping) the commands appended for another epoch
-    /// than `epoch`, the one this server serves (see [`OrderingLayer::append`]).
+    /// protocol has room, leaving out (dropping) the commands appended for another stint
+    /// than `stint`, this server's (see [`OrderingLayer::append`]).
     fn take(
         &mut self,
         lane: Lane,
         first: Tagged,
         capacity: AppendCapacity,
-        epoch: Epoch,
+        stint: u64,
     ) -> Vec<Bytes> {
         let waiting = match lane {
             Lane::Urgent => &mut self.urgent,
@@ -698,7 +699,7 @@ impl AppendLanes {
         let mut first = Some(first);
         capacity.fill(|| {
             std::iter::from_fn(|| first.take().or_else(|| waiting.try_recv().ok()))
-                .find(|tagged| tagged.epoch == epoch)
+                .find(|tagged| tagged.stint == stint)
                 .map(|tagged| tagged.entry)
         })
     }
@@ -765,12 +766,12 @@ impl Driver {
                     Input::Logged { position: done.position, epoch: done.epoch }
                 }
                 Some((lane, first)) = appends.recv(open) => {
-                    let Status::Serving { epoch, .. } = self.zab.status() else {
-                        // Its front end counts it as lost with the epoch it was appended in.
+                    let Status::Serving { stint, .. } = self.zab.status() else {
+                        // Its front end counts it as lost with the stint it was appended in.
                         continue;
                     };
                     let capacity = self.zab.append_capacity(lane);
-                    let payloads = appends.take(lane, first, capacity, epoch);
+                    let payloads = appends.take(lane, first, capacity, stint);
                     if payloads.is_empty() {
                         continue;
                     }
@@ -1087,10 +1088,19 @@ impl From<Status> for Role {
                 role,
                 leader,
                 epoch,
+                stint,
             } => match role {
-                ServingRole::Leader => Role::Leader { epoch },
-                ServingRole::Follower => Role::Follower { leader, epoch },
-                ServingRole::Observer => Role::Observer { leader, epoch },
+                ServingRole::Leader => Role::Leader { epoch, stint },
+                ServingRole::Follower => Role::Follower {
+                    leader,
+                    epoch,
+                    stint,
+                },
+                ServingRole::Observer => Role::Observer {
+                    leader,
+                    epoch,
+                    stint,
+                },
             },
         }
     }
@@ -1544,9 +1554,9 @@ fn wall_clock_ms() -> i64 {
 mod tests {
     use super::*;
 
-    fn tagged(epoch: Epoch, entry: &'static str) -> Tagged {
+    fn tagged(stint: u64, entry: &'static str) -> Tagged {
         Tagged {
-            epoch,
+            stint,
             entry: Bytes::from(entry),
         }
     }
@@ -1593,18 +1603,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn commands_appended_for_an_epoch_the_server_left_are_dropped() {
+    async fn commands_appended_for_a_stint_that_has_ended_are_dropped() {
         let (commands_tx, commands) = mpsc::channel(8);
         let (_urgent_tx, urgent) = mpsc::channel(8);
         let mut lanes = AppendLanes { urgent, commands };
-        for (epoch, command) in [
+        for (stint, command) in [
             (2, "lost"),
             (3, "c1"),
             (2, "late"),
             (0, "looking"),
             (3, "c2"),
         ] {
-            commands_tx.try_send(tagged(epoch, command)).unwrap();
+            commands_tx.try_send(tagged(stint, command)).unwrap();
         }
         let open = PerLane {
             commands: true,
@@ -1647,6 +1657,7 @@ mod tests {
             role,
             leader: 1,
             epoch: 1,
+            stint: 1,
         }
     }
 

@@ -55,17 +55,20 @@
 //!   read anyway). Writes, syncs and closes sent meanwhile are held, with the requests behind
 //!   them, and handed to the ordering layer when the server joins a quorum again; none had been
 //!   handed over before, so none is ordered twice. A write that was already handed over, in the
-//!   epoch the server left, is settled rather than failed. Zab reports serving only once the
-//!   server has applied the history its new leader synchronized it to; a new epoch's history
-//!   holds every entry of earlier epochs that will ever commit, so by then the write was
-//!   applied (and answered then), or it never will be, and is handed over again in its place
-//!   in the client's order. No copy from the old epoch can commit later: the old leader's
-//!   queues die with its leadership, the leader refuses a forward of an older epoch, and the
-//!   driver drops a command the front end queued for an epoch the server no longer serves.
-//!   The simulator checks that no client request is applied twice. Where the fate stays
-//!   unknown the client is dropped, as a ZooKeeper client is (a connection loss: its writes may
-//!   or may not commit): when the server rejoins the epoch it left (its leader led on), and
-//!   when it installs a snapshot (which may hold the write without applying it here). Any
+//!   stint of serving the server ended, is settled rather than failed. Zab begins a new stint
+//!   only once the server has applied the history its leader synchronized it to, and that
+//!   history holds every entry of the ended stint that will ever commit: a new epoch's history
+//!   holds every earlier entry that will ever commit, and a leader that led on, taking the
+//!   server back into its epoch, drops the forwards it held from the server's earlier attempt
+//!   and ordered those it took before that history's end. So by then the write was applied
+//!   (and answered then), or it never will be, and is handed over again in its place in the
+//!   client's order. No copy from the ended stint can commit later: the old leader's queues
+//!   die with its leadership, the leader refuses a forward of an older epoch or attempt, and
+//!   the driver drops a command the front end queued for a stint that has ended. The
+//!   simulator checks that no client request is applied twice. Where the fate stays unknown
+//!   the client is dropped, as a ZooKeeper client is (a connection loss: its writes may or may
+//!   not commit): when the server installs a snapshot (which may hold the write without
+//!   applying it here). Any
 //!   request ordered after its client moved to another server fails there (SessionMoved), as
 //!   any write of a connection that no longer holds its session. The end of the tick without a
 //!   leader drops the clients, and what they held is never ordered. With read-only mode on,

@@ -47,10 +47,9 @@ pub struct ServerStats {
 pub struct LeaderChanges {
     /// Writes, syncs and closes that came while the member had no leader, held until it had.
     pub requests_held: u64,
-    /// Writes that an epoch lost, appended again once the member served a later one.
+    /// Writes that a leader change lost, appended again once the member served again.
     pub writes_appended_again: u64,
-    /// Kept clients dropped: still without a leader a tick after losing it, or waiting for a
-    /// write when the member rejoined the epoch it had left (the write's fate unknown).
+    /// Kept clients dropped: still without a leader a tick after losing it.
     pub clients_dropped: u64,
 }
 
@@ -67,14 +66,14 @@ impl LeaderChanges {
             ),
             (
                 "leader_change_writes_appended_again",
-                "Writes a leader change lost, appended again once this member served the new \
-                 leader's epoch, since start or srst.",
+                "Writes a leader change lost, appended again once this member served again, \
+                 since start or srst.",
                 self.writes_appended_again,
             ),
             (
                 "leader_change_clients_dropped",
                 "Clients kept through a leader change and then dropped (no leader within a \
-                 tick, or a write's fate unknown), since start or srst.",
+                 tick), since start or srst.",
                 self.clients_dropped,
             ),
         ]

@@ -110,10 +110,10 @@ pub struct Front {
 
 /// The ordering layer a simulated server's Core appends to: a bounded queue the simulator
 /// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
-/// ensemble driver does, dropping what was appended for another epoch than Zab serves.
+/// ensemble driver does, dropping what was appended for another stint of serving than Zab's.
 /// What is queued while Zab does not serve waits: the real driver's queue may hold commands
 /// through a leader change too, when it takes them later than they come.
-/// Core's commands waiting for Zab, each with the epoch it was appended for, in two lanes of
+/// Core's commands waiting for Zab, each with the stint it was appended for, in two lanes of
 /// `capacity` each as the real ensemble layer keeps them: urgent ones (liveness reports) are
 /// taken first, into Zab's urgent lane.
 pub struct SimLayer {
@@ -133,16 +133,16 @@ impl SimLayer {
         }
     }
 
-    /// The next command of `lane` appended for `epoch`, dropping any appended for another
+    /// The next command of `lane` appended for `stint`, dropping any appended for another
     /// (as the real layer does: see `OrderingLayer::append`).
-    pub fn pop_front(&self, lane: Lane, epoch: u64) -> Option<Bytes> {
+    pub fn pop_front(&self, lane: Lane, stint: u64) -> Option<Bytes> {
         let waiting = match lane {
             Lane::Urgent => &self.urgent,
             Lane::Commands => &self.queue,
         };
         let mut waiting = waiting.lock().unwrap();
         std::iter::from_fn(|| waiting.pop_front())
-            .find(|(appended_for, _)| *appended_for == epoch)
+            .find(|(appended_for, _)| *appended_for == stint)
             .map(|(_, entry)| entry)
     }
 
@@ -154,24 +154,24 @@ impl SimLayer {
         &self,
         lane: &Mutex<VecDeque<(u64, Bytes)>>,
         entry: Bytes,
-        epoch: u64,
+        stint: u64,
     ) -> Result<(), AppendError> {
         let mut lane = lane.lock().unwrap();
         if lane.len() >= self.capacity {
             return Err(AppendError::Full);
         }
-        lane.push_back((epoch, entry));
+        lane.push_back((stint, entry));
         Ok(())
     }
 }
 
 impl OrderingLayer for SimLayer {
-    fn append(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
-        self.push(&self.queue, entry, epoch)
+    fn append(&self, entry: Bytes, stint: u64) -> Result<(), AppendError> {
+        self.push(&self.queue, entry, stint)
     }
 
-    fn append_urgent(&self, entry: Bytes, epoch: u64) -> Result<(), AppendError> {
-        self.push(&self.urgent, entry, epoch)
+    fn append_urgent(&self, entry: Bytes, stint: u64) -> Result<(), AppendError> {
+        self.push(&self.urgent, entry, stint)
     }
 
     fn committed_position(&self) -> Position {
@@ -185,7 +185,7 @@ impl Node {
     }
 
     pub fn set_status(&mut self, status: Status, now_us: u64) {
-        // Serving the same epoch again is no break; a new epoch's service begins anew.
+        // The same stint reported again is no break; a new stint's service begins anew.
         self.serving_since_us = match status {
             Status::Looking => None,
             Status::Serving { .. } if status == self.status => self.serving_since_us,

@@ -63,7 +63,7 @@ fn ensemble_core() -> (Core, Arc<SimLayer>) {
 #[test]
 fn session_created_for_a_connection_closed_by_a_role_change() {
     let (mut core, layer) = ensemble_core();
-    core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
+    core.handle(Input::Role(Role::Leader { epoch: 1, stint: 1 }), now(1));
     core.handle(
         Input::Opened {
             connection: 1,
@@ -92,7 +92,7 @@ fn session_created_for_a_connection_closed_by_a_role_change() {
         .iter()
         .any(|o| matches!(o, Output::Close { connection: 1 })));
     core.handle(Input::Closed { connection: 1 }, now(4));
-    core.handle(Input::Role(Role::Leader { epoch: 2 }), now(5));
+    core.handle(Input::Role(Role::Leader { epoch: 2, stint: 2 }), now(5));
     let outputs = core.handle(
         Input::Committed {
             position: 1,
@@ -152,7 +152,7 @@ fn connect_response(outputs: &[Output], connection: u64) -> Option<zoolog_proto:
 #[test]
 fn a_lost_close_does_not_leave_the_session_closing() {
     let (mut core, layer) = ensemble_core();
-    core.handle(Input::Role(Role::Leader { epoch: 1 }), now(1));
+    core.handle(Input::Role(Role::Leader { epoch: 1, stint: 1 }), now(1));
     handshake(&mut core, 1, 0, vec![0; 16], 2);
     let entry = layer
         .pop_front(Lane::Commands, 1)
@@ -180,6 +180,7 @@ fn a_lost_close_does_not_leave_the_session_closing() {
         Input::Role(Role::Follower {
             leader: 2,
             epoch: 2,
+            stint: 2,
         }),
         now(6),
     );

@@ -397,12 +397,20 @@ pub enum Status {
     /// No established leader: electing, discovering or synchronizing.
     Looking,
     /// Part of an established epoch: appends are accepted and ordered. Reported once this
-    /// server has delivered the history its leader synchronized it to, so from then on a
-    /// command appended in an earlier epoch and not delivered is never committed.
+    /// server has delivered the history its leader synchronized it to.
     Serving {
         role: ServingRole,
         leader: ServerId,
         epoch: Epoch,
+        /// Numbers this server's stints of serving, from 1, anew at each process start; a
+        /// stint ends when the status next changes. A command appended in an earlier stint and
+        /// not delivered when a later one begins is never committed: a later epoch's history
+        /// holds every earlier entry that will ever commit; and a leader that took the server
+        /// back into the same epoch dropped the commands it held from its earlier attempt,
+        /// and ordered the ones it took within the history it synchronized it to. Except
+        /// after a snapshot install, which leaves the attempt's commands in place (the front
+        /// end fails their clients at the install).
+        stint: u64,
     },
 }
 

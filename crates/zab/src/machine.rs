@@ -39,6 +39,8 @@ pub struct Zab {
     /// does so in a round its learners take for new.
     election_round: u64,
     reported_status: Status,
+    /// How many stints of serving this server has begun (see [`Status::Serving`]).
+    stints: u64,
     /// Appends not yet reported durable, oldest first: (last position, its epoch, the
     /// position through which the append still counts once durable — lowered when a later
     /// truncation or snapshot overtakes it).
@@ -100,8 +102,10 @@ struct Learner {
     follower_durable: Position,
     /// The leader's last position when it synchronized this learner (0 before). Serving
     /// is reported only once everything through it is delivered: by then every entry of an
-    /// earlier epoch that will ever commit has been delivered here, so a command this
-    /// server handed to an earlier leader and has not seen delivered never will be.
+    /// earlier epoch that will ever commit has been delivered here, and so has every command
+    /// the leader took from this learner's earlier attempts in this epoch (it dropped the
+    /// rest when this attempt began), so a command this server handed over before and has
+    /// not seen delivered never will be.
     history_end: Position,
 }
 
@@ -115,6 +119,15 @@ enum LearnerStage {
     Syncing { last: Position },
     /// Synchronized: following the leader's proposals.
     Broadcast,
+}
+
+/// A `NewLeader`'s synchronization, as its learner carries it out (see [`Message::NewLeader`]).
+struct NewLeaderSync {
+    truncate_after: Position,
+    snapshot: Option<SnapshotImage>,
+    entries: Vec<Entry>,
+    commit: Position,
+    history_end: Position,
 }
 
 /// What the leader may still propose now, in entries and payload bytes.
@@ -584,6 +597,7 @@ impl Zab {
             phase_generation: 0,
             election_round: 0,
             reported_status: Status::Looking,
+            stints: 0,
             now_ms,
             out,
             config,
@@ -1007,8 +1021,16 @@ impl Zab {
                 snapshot,
                 entries,
                 commit,
+                history_end,
             } => {
-                self.learner_new_leader(from, link.epoch, truncate_after, snapshot, entries, commit)
+                let sync = NewLeaderSync {
+                    truncate_after,
+                    snapshot,
+                    entries,
+                    commit,
+                    history_end,
+                };
+                self.learner_new_leader(from, link.epoch, sync)
             }
             Message::AckNewLeader {
                 link,
@@ -1553,6 +1575,7 @@ impl Zab {
             snapshot,
             entries,
             commit: self.committed.min(last),
+            history_end: self.history.last_position(),
         }
     }
 
@@ -2011,15 +2034,14 @@ impl Zab {
         self.send(learner.leader, message);
     }
 
-    fn learner_new_leader(
-        &mut self,
-        from: ServerId,
-        epoch: Epoch,
-        truncate_after: Position,
-        snapshot: Option<SnapshotImage>,
-        entries: Vec<Entry>,
-        commit: Position,
-    ) {
+    fn learner_new_leader(&mut self, from: ServerId, epoch: Epoch, sync: NewLeaderSync) {
+        let NewLeaderSync {
+            truncate_after,
+            snapshot,
+            entries,
+            commit,
+            history_end,
+        } = sync;
         let mut give_up = false;
         let mut ack_again = false;
         self.with_learner(from, |zab, learner| {
@@ -2090,7 +2112,7 @@ impl Zab {
             } else {
                 let last = zab.history.last_position();
                 learner.stage = LearnerStage::Syncing { last };
-                learner.history_end = last;
+                learner.history_end = history_end.max(last);
             }
         });
         if give_up {
@@ -2388,32 +2410,46 @@ impl Zab {
     }
 
     fn report_status(&mut self) {
-        let status = match &self.phase {
+        let serving = match &self.phase {
             Phase::Leading(leader)
                 if leader.stage == LeaderStage::Broadcast
                     && self.delivered >= leader.history_end =>
             {
-                Status::Serving {
-                    role: ServingRole::Leader,
-                    leader: self.config.me,
-                    epoch: leader.epoch,
-                }
+                Some((ServingRole::Leader, self.config.me, leader.epoch))
             }
             Phase::Learning(learner)
                 if learner.stage == LearnerStage::Broadcast
                     && self.delivered >= learner.history_end =>
             {
+                let role = if learner.observer {
+                    ServingRole::Observer
+                } else {
+                    ServingRole::Follower
+                };
+                Some((role, learner.leader, learner.epoch))
+            }
+            _ => None,
+        };
+        let status = match (serving, self.reported_status) {
+            (None, _) => Status::Looking,
+            (
+                Some(place),
                 Status::Serving {
-                    role: if learner.observer {
-                        ServingRole::Observer
-                    } else {
-                        ServingRole::Follower
-                    },
-                    leader: learner.leader,
-                    epoch: learner.epoch,
+                    role,
+                    leader,
+                    epoch,
+                    ..
+                },
+            ) if place == (role, leader, epoch) => self.reported_status,
+            (Some((role, leader, epoch)), _) => {
+                self.stints += 1;
+                Status::Serving {
+                    role,
+                    leader,
+                    epoch,
+                    stint: self.stints,
                 }
             }
-            _ => Status::Looking,
         };
         if status != self.reported_status {
             self.reported_status = status;

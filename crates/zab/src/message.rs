@@ -150,12 +150,16 @@ pub enum Message {
     },
     /// Synchronization, leader → learner: drop entries after `truncate_after` (or replace
     /// everything by `snapshot`), then append `entries`; commit through `commit`.
+    /// `history_end` is the leader's last position as it sends this (`entries` may stop
+    /// short of it): every command it took from the learner's earlier attempts is at or
+    /// before it.
     NewLeader {
         link: Link,
         truncate_after: Position,
         snapshot: Option<SnapshotImage>,
         entries: Vec<Entry>,
         commit: Position,
+        history_end: Position,
     },
     /// Synchronization, learner → leader: the history is durable and the epoch is current.
     AckNewLeader { link: Link, last_position: Position },
@@ -243,10 +247,11 @@ impl std::fmt::Display for Message {
                 snapshot,
                 entries,
                 commit,
+                history_end,
             } => write!(
                 f,
                 "NewLeader {{ {link:?}, truncate_after {truncate_after}, snapshot {:?}, \
-                 entries {}, commit {commit} }}",
+                 entries {}, commit {commit}, history_end {history_end} }}",
                 snapshot.as_ref().map(|image| (image.position, image.epoch)),
                 EntryRange(entries)
             ),
@@ -388,6 +393,7 @@ impl Message {
                 snapshot,
                 entries,
                 commit,
+                history_end,
             } => {
                 out.push(5);
                 put_link(out, link);
@@ -403,6 +409,7 @@ impl Message {
                 }
                 put_entries(out, entries);
                 put_u64(out, *commit);
+                put_u64(out, *history_end);
             }
             Message::AckNewLeader {
                 link,
@@ -514,6 +521,7 @@ impl Message {
                 },
                 entries: reader.entries()?,
                 commit: reader.u64()?,
+                history_end: reader.u64()?,
             },
             6 => Message::AckNewLeader {
                 link: reader.link()?,
@@ -791,6 +799,7 @@ mod tests {
                 },
             ],
             commit: 5,
+            history_end: 6,
         };
         let line = message.to_string();
         assert!(line.contains("entries [5..=6 epochs 2..3]"), "{line}");
@@ -862,6 +871,7 @@ mod tests {
             }),
             entries: vec![entry(9, large.clone())],
             commit: 9,
+            history_end: 9,
         };
         let parts = round_trip(&new_leader);
         assert!(shares(&parts, &snapshot) && shares(&parts, &large));

@@ -65,6 +65,7 @@ fn samples() -> Vec<Message> {
             }),
             entries: vec![entry(39, 5), entry(40, 0)],
             commit: 39,
+            history_end: 40,
         },
         Message::AckNewLeader {
             link: link(),

@@ -662,13 +662,13 @@ impl World {
             let (Some(zab), Some(front)) = (&node.zab, &node.front) else {
                 return Ok(());
             };
-            let Status::Serving { epoch, .. } = zab.status() else {
+            let Status::Serving { stint, .. } = zab.status() else {
                 return Ok(());
             };
             let taken = Lane::BY_PRIORITY.into_iter().find_map(|lane| {
                 let payloads = zab
                     .append_capacity(lane)
-                    .fill(|| front.layer.pop_front(lane, epoch));
+                    .fill(|| front.layer.pop_front(lane, stint));
                 (!payloads.is_empty()).then_some((lane, payloads))
             });
             let Some((lane, payloads)) = taken else {

@@ -106,6 +106,7 @@ pub fn broadcasting_follower_with(config: Config) -> Zab {
         snapshot: None,
         entries: vec![entry(1, 1), entry(2, 1)],
         commit: 0,
+        history_end: 2,
     };
     zab.handle(message(3, new_leader), 3);
     zab.handle(
@@ -130,6 +131,26 @@ pub fn broadcasting_follower_with(config: Config) -> Zab {
     );
     assert_eq!(zab.delivered_position(), 2);
     assert_eq!(zab.last_logged_position(), 3);
+    zab
+}
+
+/// [`broadcasting_follower`] of 3 that lost its leader and then heard that server 3 still
+/// leads epoch 1: it introduces itself again, on its attempt of election round 2.
+pub fn follower_rejoining_its_leader() -> Zab {
+    let mut zab = broadcasting_follower(3);
+    zab.handle(Input::PeerDisconnected { peer: 3 }, 7);
+    assert!(!zab.status().is_serving());
+    let leading = Message::Vote {
+        round: 2,
+        vote: Vote {
+            epoch: 0,
+            position: 0,
+            leader: 3,
+        },
+        state: PeerState::Leading { epoch: 1 },
+        observer: false,
+    };
+    zab.handle(message(3, leading), 8);
     zab
 }
 
