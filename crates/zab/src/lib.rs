@@ -48,9 +48,10 @@
 //!    this is durable does the follower record the new epoch as its current epoch and
 //!    acknowledge `NewLeader`. When a quorum of participants has done so, the leader's whole
 //!    history is committed, and the leader starts proposing. A learner reports serving to its
-//!    front end only once it has delivered that history as far as it was synchronized to:
-//!    from then on, what its front end appended in an earlier epoch and has not seen
-//!    delivered is never committed ([`Status::Serving`]).
+//!    front end only once it has delivered the leader's history as far as it reached when the
+//!    leader synchronized it (`NewLeader::history_end`): from then on, what its front end
+//!    appended in an earlier stint of serving and has not seen delivered is never committed
+//!    ([`Status::Serving`]).
 //! 4. **Broadcast.** The leader appends proposals to its log and streams them to learners;
 //!    a proposal commits once a quorum of participants has logged it. With three voters
 //!    (a quorum of two) any two are such a quorum: the leader tells its followers how far its
@@ -355,10 +356,9 @@ pub enum Action {
     Deliver {
         entries: Vec<(Position, Bytes)>,
     },
-    /// The server's role changed. A command appended while it served epoch `e` and not yet
-    /// delivered when it left [`Status::Serving`] may or may not commit: once it serves an
-    /// epoch after `e`, the command has been delivered or never will be; if it serves `e`
-    /// again (it rejoined the same leader), the command's fate stays unknown.
+    /// The server's role changed. A command appended in a stint of serving and not yet
+    /// delivered when the stint ended may or may not commit: once a later stint begins, the
+    /// command has been delivered or never will be (see [`Status::Serving`]).
     StatusChanged(Status),
 }
 
