@@ -370,8 +370,12 @@ struct Peer {
     acked: Position,
     /// The last position sent to the learner.
     sent: Position,
-    /// `acked` at the previous heartbeat, to notice a learner that stopped progressing.
+    /// `acked` at the previous progress check, to notice a learner that stopped progressing.
     acked_at_heartbeat: Position,
+    /// When that check last ran: once a heartbeat interval, on a clock of its own, since the
+    /// commit announcements a busy leader sends the learner would put off a heartbeat for
+    /// ever (and, with it, sending again what the learner lost).
+    progress_checked_ms: u64,
     last_heard_ms: u64,
     last_sent_ms: u64,
     sync_sent_ms: u64,
@@ -515,6 +519,7 @@ impl Peer {
             acked: 0,
             sent: 0,
             acked_at_heartbeat: 0,
+            progress_checked_ms: now_ms,
             last_heard_ms: now_ms,
             last_sent_ms: 0,
             sync_sent_ms: 0,
@@ -1917,6 +1922,18 @@ impl Zab {
             leader.peers.remove(&id);
             return;
         }
+        if peer.synced && now_ms >= peer.progress_checked_ms + heartbeat_ms {
+            peer.progress_checked_ms = now_ms;
+            if peer.acked < peer.sent && peer.acked == peer.acked_at_heartbeat {
+                // No progress for a whole interval: something was lost; go back.
+                peer.sent = peer.acked;
+            }
+            peer.acked_at_heartbeat = peer.acked;
+            self.pump(leader, id);
+        }
+        let Some(peer) = leader.peers.get_mut(&id) else {
+            return;
+        };
         if now_ms < peer.last_sent_ms + heartbeat_ms {
             return;
         }
@@ -1941,25 +1958,14 @@ impl Zab {
             }
             return;
         }
-        if peer.acked < peer.sent && peer.acked == peer.acked_at_heartbeat {
-            // No progress since the last heartbeat: something was lost; go back.
-            peer.sent = peer.acked;
-        }
-        peer.acked_at_heartbeat = peer.acked;
-        self.pump(leader, id);
-        let Some(peer) = leader.peers.get_mut(&id) else {
-            return;
-        };
-        if peer.synced && now_ms >= peer.last_sent_ms + heartbeat_ms {
-            let message = peer.propose(
-                leader.epoch,
-                Vec::new(),
-                self.committed,
-                self.durable,
-                now_ms,
-            );
-            self.send(id, message);
-        }
+        let message = peer.propose(
+            leader.epoch,
+            Vec::new(),
+            self.committed,
+            self.durable,
+            now_ms,
+        );
+        self.send(id, message);
     }
 
     // ----- learner --------------------------------------------------------------------

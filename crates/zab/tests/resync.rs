@@ -1,6 +1,7 @@
 //! The leader's side of a learner's synchronization, over time: an unacknowledged `NewLeader`
 //! is resent, but not while a large one may still be on its way, and each time after twice
-//! the wait (over TCP a resend helps only after a full queue dropped the first).
+//! the wait (over TCP a resend helps only after a full queue dropped the first); a lost
+//! proposal is sent again however busy the leader is.
 
 mod common;
 
@@ -101,4 +102,43 @@ fn a_large_sync_is_given_a_heartbeat_per_32_mib_before_it_is_resent() {
     let syncs_at = syncs_to_a_silent_learner(&mut leader, 11);
     // 96 MiB of entries: three heartbeats more than the four.
     assert_doubling_waits(&syncs_at, 7 * HEARTBEAT_MS);
+}
+
+/// A proposal to server 2 is lost (over TCP only a full queue drops one) while server 3
+/// acknowledges every entry, so commits come at every tick, each announced to server 2. The
+/// announcements must not put off the check that notices server 2 has stopped progressing:
+/// the lost entry is sent again within a few heartbeats.
+#[test]
+fn a_lost_proposal_is_sent_again_while_commit_announcements_keep_coming() {
+    let mut config = config(1, 3);
+    // Two entries in flight to a learner: after them, server 2 hears only announcements.
+    config.proposals_in_flight_max = 2;
+    let mut leader = broadcasting_leader_with(config);
+    let mut positions_sent_to_two = Vec::new();
+    for now_ms in 5..40 {
+        let position = now_ms - 4;
+        let command = Input::Append {
+            lane: Lane::Commands,
+            payloads: vec![Bytes::from_static(b"c")],
+        };
+        let mut actions = leader.handle(command, now_ms);
+        actions.extend(leader.handle(Input::Logged { position, epoch: 1 }, now_ms));
+        actions.extend(leader.handle(common::ack(3, position), now_ms));
+        actions.extend(leader.handle(Input::Tick, now_ms));
+        for sent in sent_to(&actions, 2) {
+            if let Message::Propose { entries, .. } = sent {
+                positions_sent_to_two.extend(entries.iter().map(|entry| entry.position));
+            }
+        }
+    }
+    assert_eq!(
+        leader.committed_position(),
+        35,
+        "server 3's copies commit every entry"
+    );
+    let first_sent = positions_sent_to_two.iter().filter(|&&p| p == 1).count();
+    assert!(
+        first_sent >= 2,
+        "entry 1 sent again to a learner that never acknowledged it: {positions_sent_to_two:?}"
+    );
 }
