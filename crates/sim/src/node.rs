@@ -108,14 +108,13 @@ pub struct Front {
     pub layer: Arc<SimLayer>,
 }
 
-/// The ordering layer a simulated server's Core appends to: a bounded queue the simulator
-/// hands to Zab as `Input::Append` while Zab takes appends (`append_capacity`), as the real
-/// ensemble driver does, dropping what was appended for another stint of serving than Zab's.
+/// The ordering layer a simulated server's Core appends to: Core's commands waiting for Zab,
+/// each with the stint of serving it was appended for, in two lanes of `capacity` each as the
+/// real ensemble layer keeps them. The simulator hands them to Zab as `Input::Append` while Zab
+/// takes appends (`append_capacity`), urgent ones (liveness reports) first, into Zab's urgent
+/// lane, and drops those appended for another stint than Zab's, as the real driver does.
 /// What is queued while Zab does not serve waits: the real driver's queue may hold commands
 /// through a leader change too, when it takes them later than they come.
-/// Core's commands waiting for Zab, each with the stint it was appended for, in two lanes of
-/// `capacity` each as the real ensemble layer keeps them: urgent ones (liveness reports) are
-/// taken first, into Zab's urgent lane.
 pub struct SimLayer {
     pub urgent: Mutex<VecDeque<(u64, Bytes)>>,
     pub queue: Mutex<VecDeque<(u64, Bytes)>>,
