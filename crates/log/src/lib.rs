@@ -82,6 +82,26 @@ pub trait OrderingLayer: Send + Sync + 'static {
     fn committed_position(&self) -> Position;
 }
 
+/// An entry queued for a replicated layer's protocol, with the stint of serving its caller
+/// appended it for (see [`OrderingLayer::append`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedEntry {
+    pub stint: u64,
+    pub entry: Bytes,
+}
+
+impl QueuedEntry {
+    /// The next entry of `queue` appended for `stint`, the layer's current one. The entries
+    /// taken before it were appended for a stint that has ended, and are dropped: their
+    /// caller counts them as lost with it.
+    pub fn next_of_stint(queue: impl Iterator<Item = QueuedEntry>, stint: u64) -> Option<Bytes> {
+        queue
+            .filter(|queued| queued.stint == stint)
+            .map(|queued| queued.entry)
+            .next()
+    }
+}
+
 /// Consecutive committed entries: positions strictly increasing by one, no gaps, never empty.
 /// Batches themselves follow each other without gaps either.
 #[derive(Debug, Clone, PartialEq, Eq)]

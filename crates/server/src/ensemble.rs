@@ -33,8 +33,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 use zoolog_log::{
-    AppendError, Durable, LogError, LogStats, OrderingLayer, Position, ReplicaEntry, ReplicaEpochs,
-    ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
+    AppendError, Durable, LogError, LogStats, OrderingLayer, Position, QueuedEntry, ReplicaEntry,
+    ReplicaEpochs, ReplicaLog, ReplicaLogConfig, ReplicaRecovered, SnapshotSink, Summary,
 };
 use zoolog_zab::{
     Action, AppendCapacity, Config as ZabConfig, Entry, Epochs, Input, Lane, LearnerStatus,
@@ -104,8 +104,8 @@ const SNAPSHOT_EPOCH_BYTES: usize = 8;
 
 /// The front end's handle: appends commands, and reports snapshots it saved.
 pub struct Ensemble {
-    appends: mpsc::Sender<Tagged>,
-    urgent_appends: mpsc::Sender<Tagged>,
+    appends: mpsc::Sender<QueuedEntry>,
+    urgent_appends: mpsc::Sender<QueuedEntry>,
     control: mpsc::Sender<Control>,
     committed: Arc<AtomicU64>,
     replica: Arc<ReplicaLog>,
@@ -539,7 +539,7 @@ impl Ensemble {
 impl Ensemble {
     fn send_append(
         &self,
-        lane: &mpsc::Sender<Tagged>,
+        lane: &mpsc::Sender<QueuedEntry>,
         entry: Bytes,
         stint: u64,
     ) -> Result<(), AppendError> {
@@ -549,7 +549,7 @@ impl Ensemble {
                 entry_bytes_max: self.entry_bytes_max,
             });
         }
-        lane.try_send(Tagged { stint, entry })
+        lane.try_send(QueuedEntry { stint, entry })
             .map_err(|error| match error {
                 mpsc::error::TrySendError::Full(_) => AppendError::Full,
                 mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
@@ -656,24 +656,17 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, EnsembleError> {
     })
 }
 
-/// A command as the front end appended it, with the stint of serving (see
-/// [`Status::Serving`]) it last heard this server begin.
-struct Tagged {
-    stint: u64,
-    entry: Bytes,
-}
-
 /// The front end's commands on their way to the protocol: urgent ones (liveness reports)
 /// go ahead of every client command still waiting.
 struct AppendLanes {
-    urgent: mpsc::Receiver<Tagged>,
-    commands: mpsc::Receiver<Tagged>,
+    urgent: mpsc::Receiver<QueuedEntry>,
+    commands: mpsc::Receiver<QueuedEntry>,
 }
 
 impl AppendLanes {
     /// The next command of the `open` lanes, urgent ones first, and its lane; waits for one
     /// (none when no lane is open).
-    async fn recv(&mut self, open: PerLane<bool>) -> Option<(Lane, Tagged)> {
+    async fn recv(&mut self, open: PerLane<bool>) -> Option<(Lane, QueuedEntry)> {
         tokio::select! {
             biased;
             Some(entry) = self.urgent.recv(), if open.urgent => Some((Lane::Urgent, entry)),
@@ -684,11 +677,11 @@ impl AppendLanes {
 
     /// `first` (just received from `lane`) and what else waits in that lane, as far as the
     /// protocol has room, leaving out (dropping) the commands appended for another stint
-    /// than `stint`, this server's (see [`OrderingLayer::append`]).
+    /// than `stint`, this server's (see [`QueuedEntry::next_of_stint`]).
     fn take(
         &mut self,
         lane: Lane,
-        first: Tagged,
+        first: QueuedEntry,
         capacity: AppendCapacity,
         stint: u64,
     ) -> Vec<Bytes> {
@@ -698,9 +691,8 @@ impl AppendLanes {
         };
         let mut first = Some(first);
         capacity.fill(|| {
-            std::iter::from_fn(|| first.take().or_else(|| waiting.try_recv().ok()))
-                .find(|tagged| tagged.stint == stint)
-                .map(|tagged| tagged.entry)
+            let queue = std::iter::from_fn(|| first.take().or_else(|| waiting.try_recv().ok()));
+            QueuedEntry::next_of_stint(queue, stint)
         })
     }
 }
@@ -1554,8 +1546,8 @@ fn wall_clock_ms() -> i64 {
 mod tests {
     use super::*;
 
-    fn tagged(stint: u64, entry: &'static str) -> Tagged {
-        Tagged {
+    fn tagged(stint: u64, entry: &'static str) -> QueuedEntry {
+        QueuedEntry {
             stint,
             entry: Bytes::from(entry),
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use zoolog_log::{AppendError, OrderingLayer};
+use zoolog_log::{AppendError, OrderingLayer, QueuedEntry};
 use zoolog_server::core::Core;
 use zoolog_zab::{Config, Lane, OwnSync, Position, Status, Zab};
 
@@ -116,8 +116,8 @@ pub struct Front {
 /// What is queued while Zab does not serve waits: the real driver's queue may hold commands
 /// through a leader change too, when it takes them later than they come.
 pub struct SimLayer {
-    pub urgent: Mutex<VecDeque<(u64, Bytes)>>,
-    pub queue: Mutex<VecDeque<(u64, Bytes)>>,
+    pub urgent: Mutex<VecDeque<QueuedEntry>>,
+    pub queue: Mutex<VecDeque<QueuedEntry>>,
     pub capacity: usize,
     pub committed: AtomicU64,
 }
@@ -133,16 +133,14 @@ impl SimLayer {
     }
 
     /// The next command of `lane` appended for `stint`, dropping any appended for another
-    /// (as the real layer does: see `OrderingLayer::append`).
+    /// (see [`QueuedEntry::next_of_stint`]).
     pub fn pop_front(&self, lane: Lane, stint: u64) -> Option<Bytes> {
         let waiting = match lane {
             Lane::Urgent => &self.urgent,
             Lane::Commands => &self.queue,
         };
         let mut waiting = waiting.lock().unwrap();
-        std::iter::from_fn(|| waiting.pop_front())
-            .find(|(appended_for, _)| *appended_for == stint)
-            .map(|(_, entry)| entry)
+        QueuedEntry::next_of_stint(std::iter::from_fn(|| waiting.pop_front()), stint)
     }
 
     pub fn queued(&self) -> usize {
@@ -151,7 +149,7 @@ impl SimLayer {
 
     fn push(
         &self,
-        lane: &Mutex<VecDeque<(u64, Bytes)>>,
+        lane: &Mutex<VecDeque<QueuedEntry>>,
         entry: Bytes,
         stint: u64,
     ) -> Result<(), AppendError> {
@@ -159,7 +157,7 @@ impl SimLayer {
         if lane.len() >= self.capacity {
             return Err(AppendError::Full);
         }
-        lane.push_back((stint, entry));
+        lane.push_back(QueuedEntry { stint, entry });
         Ok(())
     }
 }
