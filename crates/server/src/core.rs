@@ -1587,37 +1587,8 @@ impl Core {
                     Ok(&Response::AddWatch(zoolog_proto::ErrorResponse { err: 0 })),
                 );
             }
-            Request::CheckWatches(check) | Request::RemoveWatches(check)
-                if WatcherType::from_i32(check.watcher_type).is_none() =>
-            {
-                self.reply(connection, xid, Err(ErrorCode::BadArguments));
-            }
-            Request::CheckWatches(check) => {
-                let kind = WatcherType::from_i32(check.watcher_type).expect("checked above");
-                let found = self.watches.contains(connection, &check.path, kind);
-                self.reply(
-                    connection,
-                    xid,
-                    if found {
-                        Ok(&Response::Empty)
-                    } else {
-                        Err(ErrorCode::NoWatcher)
-                    },
-                );
-            }
-            Request::RemoveWatches(remove) => {
-                let kind = WatcherType::from_i32(remove.watcher_type).expect("checked above");
-                let removed = self.watches.remove(connection, &remove.path, kind);
-                self.reply(
-                    connection,
-                    xid,
-                    if removed {
-                        Ok(&Response::Empty)
-                    } else {
-                        Err(ErrorCode::NoWatcher)
-                    },
-                );
-            }
+            Request::CheckWatches(query) => self.find_watches(connection, xid, &query, false),
+            Request::RemoveWatches(query) => self.find_watches(connection, xid, &query, true),
             Request::SetWatches(set) => {
                 let lists = zoolog_tree::WatchLists {
                     data: set.data_watches,
@@ -1646,6 +1617,31 @@ impl Core {
                 self.reply(connection, xid, read.result.as_ref().map_err(|code| *code));
             }
         }
+    }
+
+    /// Answers checkWatches, or removeWatches when `remove`: NOWATCHER unless the connection
+    /// has a watch of the asked kind on the path.
+    fn find_watches(
+        &mut self,
+        connection: ConnectionId,
+        xid: i32,
+        query: &zoolog_proto::WatchesRequest,
+        remove: bool,
+    ) {
+        let Some(kind) = WatcherType::from_i32(query.watcher_type) else {
+            return self.reply(connection, xid, Err(ErrorCode::BadArguments));
+        };
+        let found = if remove {
+            self.watches.remove(connection, &query.path, kind)
+        } else {
+            self.watches.contains(connection, &query.path, kind)
+        };
+        let result = if found {
+            Ok(&Response::Empty)
+        } else {
+            Err(ErrorCode::NoWatcher)
+        };
+        self.reply(connection, xid, result);
     }
 
     fn set_watches(
