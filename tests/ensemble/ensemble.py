@@ -5,7 +5,11 @@ DIR/s<ID> with its own zoo.cfg, data/myid, server.log and pid file; DIR/ensemble
 layout so that separate processes (the zk-ensemble CLI, pytest, workload.py) can drive the same
 ensemble. With proxy=True every server-to-server connection goes through faultproxy.py: server i's
 zoo.cfg lists server j (j != i) at proxy ports that forward to j's real quorum and election ports,
-so links can be cut per ordered pair (partition, isolate, heal, delay).
+so links can be cut per ordered pair (partition, isolate, heal, delay). With
+network="namespaces" (root only) every server runs in a network namespace of its own instead, at
+198.18.N.<id> on a bridge (RFC 2544's benchmarking range), and cut_network/mend_network take a
+server off the bridge and back: a network that loses every packet silently, as a cut cable does,
+where the proxy resets connections.
 
     ens = Ensemble.create("/tmp/e", 3, proxy=True)   # writes the configs
     ens.up()                                         # starts everything, waits for a quorum
@@ -86,10 +90,10 @@ def start_ephemeral_holder(hosts, path, timeout_s):
     return holder
 
 
-def four_letter(port, word, timeout_s=2.0):
+def four_letter(port, word, timeout_s=2.0, host="127.0.0.1"):
     """The answer to a four-letter word, or '' when the server does not answer."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.settimeout(timeout_s)
             sock.sendall(word.encode())
             sock.shutdown(socket.SHUT_WR)
@@ -104,18 +108,78 @@ def four_letter(port, word, timeout_s=2.0):
         return ""
 
 
-def mntr(port):
+def mntr(port, host="127.0.0.1"):
     """{key: value} of the server's mntr ({} when it does not answer)."""
-    answer = four_letter(port, "mntr")
+    answer = four_letter(port, "mntr", host=host)
     return dict(line.split("\t", 1) for line in answer.splitlines() if "\t" in line)
 
 
-def srvr_mode(port, timeout_s=2.0):
+def srvr_mode(port, timeout_s=2.0, host="127.0.0.1"):
     """'leader', 'follower', 'observer', 'standalone' or None (not serving / not answering)."""
-    for line in four_letter(port, "srvr", timeout_s).splitlines():
+    for line in four_letter(port, "srvr", timeout_s, host).splitlines():
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+def run_ip(*args):
+    """Runs `ip ARGS`; raises EnsembleError with its complaint when it fails."""
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise EnsembleError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+
+class Namespaces:
+    """The network of an ensemble created with network="namespaces": a bridge, and for each
+    server a namespace joined to it by a veth pair (interface names stay within 15 bytes)."""
+
+    def __init__(self, layout):
+        self.tag, self.subnet = layout["tag"], layout["subnet"]
+
+    @staticmethod
+    def layout():
+        tag = os.getpid() % 100000
+        return {"tag": tag, "subnet": f"198.18.{tag % 250}"}
+
+    @property
+    def bridge(self):
+        return f"zl{self.tag}br"
+
+    def namespace(self, sid):
+        return f"zl{self.tag}n{sid}"
+
+    def outer_end(self, sid):
+        return f"zl{self.tag}h{sid}"
+
+    def up(self, hosts):
+        """Builds the bridge (this side's address .254) and one namespace per server id in
+        hosts ({id: address})."""
+        run_ip("link", "add", self.bridge, "type", "bridge")
+        run_ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
+        run_ip("link", "set", self.bridge, "up")
+        for sid, host in hosts.items():
+            ns, outer, inner = self.namespace(sid), self.outer_end(sid), f"zl{self.tag}i{sid}"
+            run_ip("netns", "add", ns)
+            run_ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            run_ip("link", "set", inner, "netns", ns)
+            run_ip("link", "set", outer, "master", self.bridge)
+            run_ip("link", "set", outer, "up")
+            run_ip("-n", ns, "addr", "add", f"{host}/24", "dev", inner)
+            run_ip("-n", ns, "link", "set", inner, "up")
+            run_ip("-n", ns, "link", "set", "lo", "up")
+
+    def down(self, ids):
+        """Removes what up() built (a namespace takes its veth pair with it); what is already
+        gone is no error."""
+        for sid in ids:
+            subprocess.run(["ip", "netns", "del", self.namespace(sid)], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+    def cut(self, sid):
+        run_ip("link", "set", self.outer_end(sid), "nomaster")
+
+    def mend(self, sid):
+        run_ip("link", "set", self.outer_end(sid), "master", self.bridge)
 
 
 def pid_alive(pid):
@@ -151,18 +215,24 @@ class Ensemble:
         self.state = json.loads(state_file.read_text())
         self.kind = self.state["kind"]
         self.servers = {int(k): v for k, v in self.state["servers"].items()}
+        network = self.state.get("namespaces")
+        self.namespaces = Namespaces(network) if network else None
 
     # ---- layout -------------------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory, participants, observers=0, proxy=False, settings=None, kind=None,
-               wall_clocks=None):
+               wall_clocks=None, network="loopback"):
         """Writes DIR/ensemble.json and every server's zoo.cfg and myid; starts nothing.
         wall_clocks maps server ids to libfaketime offsets ("-1h", "+30m"): those servers' wall
-        clocks read that far off (their monotonic clocks do not)."""
+        clocks read that far off (their monotonic clocks do not). network is "loopback" (every
+        server on 127.0.0.1) or "namespaces" (see the module's documentation)."""
         kind = kind or os.environ.get("ZK_KIND", "zoolog")
         if kind not in ("zoolog", "apache"):
             raise EnsembleError(f"ZK_KIND must be zoolog or apache, not {kind}")
+        if network not in ("loopback", "namespaces") or (network == "namespaces" and proxy):
+            raise EnsembleError(f"network {network!r} (with proxy={proxy}) is not a layout")
+        namespaces = Namespaces.layout() if network == "namespaces" else None
         d = Path(directory).resolve()
         d.mkdir(parents=True, exist_ok=True)
         ids = list(range(1, participants + observers + 1))
@@ -174,6 +244,7 @@ class Ensemble:
                 "client_port": next(ports), "quorum_port": next(ports), "election_port": next(ports),
                 "dir": str(d / f"s{i}"),
                 "wall_clock": (wall_clocks or {}).get(i),
+                "host": f"{namespaces['subnet']}.{i}" if namespaces else "127.0.0.1",
             }
         links = []
         if proxy:
@@ -190,13 +261,15 @@ class Ensemble:
         merged.update({k: v for k, v in (settings or {}).items() if not k.startswith("-D")})
         state = {"kind": kind, "servers": {str(k): v for k, v in servers.items()},
                  "proxy": bool(proxy), "links": links, "settings": merged,
-                 "properties": properties}
+                 "properties": properties, "namespaces": namespaces}
         for i in ids:
             sdir = Path(servers[i]["dir"])
             (sdir / "data").mkdir(parents=True, exist_ok=True)
             (sdir / "data" / "myid").write_text(f"{i}\n")
             lines = [f"{k}={v}" for k, v in merged.items()]
             lines += [f"dataDir={sdir / 'data'}", f"clientPort={servers[i]['client_port']}"]
+            if namespaces:
+                lines.append(f"clientPortAddress={servers[i]['host']}")
             if kind == "apache" and servers[i]["role"] == "observer":
                 lines.append("peerType=observer")
             if kind == "zoolog" and "zoolog.serverThreads" not in merged:
@@ -208,7 +281,7 @@ class Ensemble:
                 else:
                     q = next(l["listen"] for l in links if (l["src"], l["dst"], l["kind"]) == (i, j, "quorum"))
                     e = next(l["listen"] for l in links if (l["src"], l["dst"], l["kind"]) == (i, j, "election"))
-                lines.append(f"server.{j}=127.0.0.1:{q}:{e}:{servers[j]['role']}")
+                lines.append(f"server.{j}={servers[j]['host']}:{q}:{e}:{servers[j]['role']}")
             (sdir / "zoo.cfg").write_text("\n".join(lines) + "\n")
         if proxy:
             (d / "links.json").write_text(json.dumps({"links": links}, indent=1))
@@ -226,8 +299,14 @@ class Ensemble:
     def client_port(self, sid):
         return self.servers[sid]["client_port"]
 
+    def host(self, sid):
+        return self.servers[sid].get("host", "127.0.0.1")
+
     def hosts(self, sid):
-        return f"127.0.0.1:{self.client_port(sid)}"
+        return f"{self.host(sid)}:{self.client_port(sid)}"
+
+    def mntr(self, sid):
+        return mntr(self.client_port(sid), self.host(sid))
 
     @property
     def connect(self):
@@ -271,6 +350,13 @@ class Ensemble:
         binary = os.environ.get("ZOOLOG_BIN", str(REPO / "target" / "release" / "zoolog"))
         return [binary, "serve", "--config", cfg, *self.state.get("properties", [])]
 
+    def _launcher(self, sid):
+        """What runs a server's command: nothing, or `ip netns exec` into its namespace (which
+        execs the command, so the pid is the server's)."""
+        if self.namespaces is None:
+            return []
+        return ["ip", "netns", "exec", self.namespaces.namespace(sid)]
+
     def _environment(self, sid):
         """The server's environment: ours, with its wall clock set off by libfaketime if asked."""
         offset = self.servers[sid].get("wall_clock")
@@ -290,7 +376,7 @@ class Ensemble:
         with open(sdir / "server.log", "ab") as log:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
-            proc = subprocess.Popen(self._command(sid), stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(self._launcher(sid) + self._command(sid), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     env=self._environment(sid))
         (sdir / "pid").write_text(str(proc.pid))
@@ -300,7 +386,7 @@ class Ensemble:
 
     def wait_ruok(self, sid, wait_s):
         deadline = time.monotonic() + wait_s
-        while four_letter(self.client_port(sid), "ruok", 1.0) != "imok":
+        while four_letter(self.client_port(sid), "ruok", 1.0, self.host(sid)) != "imok":
             if not self.running(sid):
                 raise EnsembleError(f"server {sid} exited during start; log tail:\n{self.log_tail(sid)}")
             if time.monotonic() > deadline:
@@ -349,6 +435,15 @@ class Ensemble:
         for i in self.ids:
             self._wait_dead(i, 10)
         self._stop_proxy()
+        if self.namespaces is not None:
+            self.namespaces.down(self.ids)
+
+    def cut_network(self, sid):
+        """Takes server sid off the network: every packet to or from it is lost, silently."""
+        self.namespaces.cut(sid)
+
+    def mend_network(self, sid):
+        self.namespaces.mend(sid)
 
     def pause(self, sid):
         if not self._signal(sid, signal.SIGSTOP):
@@ -368,7 +463,7 @@ class Ensemble:
 
     def modes(self):
         """{id: mode or None} for every server; paused or dead servers are None without asking."""
-        return {i: (srvr_mode(self.client_port(i), 1.0)
+        return {i: (srvr_mode(self.client_port(i), 1.0, self.host(i))
                     if self.running(i) and not self.paused(i) else None) for i in self.ids}
 
     def leader(self):
@@ -410,6 +505,8 @@ class Ensemble:
         if self.state["proxy"]:
             self._start_proxy()
         try:
+            if self.namespaces is not None:
+                self.namespaces.up({i: self.host(i) for i in self.ids})
             started = [i for i in self.ids if not self.running(i)]
             for i in started:
                 self.start(i, wait_s=0)

@@ -17,7 +17,10 @@
 //! opens with a hello naming the sender. Messages a full queue or a broken connection loses
 //! are fine: the protocol retransmits. So a message that arrives corrupted is one more loss:
 //! its connection is dropped, and the message is never acted on (an entry the log holds must
-//! be the one proposed, since every member applies it).
+//! be the one proposed, since every member applies it). A connection the network lost without
+//! a word is given up too, rather than left to TCP's ever slower retransmissions: a dialled
+//! one once what was written on it goes unacknowledged too long (see `DialSettings`), a
+//! received one once its peer dials again.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -192,6 +195,10 @@ struct PeerTraffic {
     inbound: Mutex<Option<Inbound>>,
     /// Connections the peer has dialled to this server, to tell them apart.
     inbound_accepted: AtomicU64,
+    /// The serial of the connection the peer dialled last. The reader of an earlier one
+    /// stops: the peer dialled again because it gave that connection up, which a network
+    /// that lost the connection may never tell this end.
+    newest_inbound: watch::Sender<u64>,
     /// Woken when the peer dials this server: it is up, so a dial loop backing off from it
     /// tries again at once. Without this a restarted member waited up to the longest
     /// back-off for the others' messages to reach it.
@@ -229,6 +236,7 @@ impl PeerTraffic {
             accepted_wall_ms: wall_clock_ms(),
             serial,
         });
+        self.newest_inbound.send_replace(serial);
         serial
     }
 
@@ -348,6 +356,7 @@ impl Ensemble {
         tracing::info!(address = %bind, id = me, "listening for peers");
 
         let zab_config = zab_config(config, ensemble, me);
+        let dial_settings = DialSettings::for_protocol(&zab_config);
         let (zab, first_actions) = Zab::new(zab_config, recovered, 0);
         let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE_ENTRIES_MAX);
         let (urgent_tx, urgent_rx) = mpsc::channel(URGENT_QUEUE_ENTRIES_MAX);
@@ -376,7 +385,7 @@ impl Ensemble {
                 port,
                 rx,
                 peer_traffic,
-                DIAL_BACKOFF,
+                dial_settings,
             )));
         }
         let traffic = Arc::new(traffic);
@@ -1122,18 +1131,59 @@ fn trace_establishing_sends(actions: &[Action]) {
     }
 }
 
-/// The waits between attempts to dial a peer that refuses: from the first, doubling up to the
-/// longest, until the peer dials in.
+/// How a dial loop keeps its connection to a peer.
 #[derive(Debug, Clone, Copy)]
-struct DialBackoff {
-    first_ms: u64,
-    max_ms: u64,
+struct DialSettings {
+    /// The waits between attempts to dial a peer that refuses: from the first, doubling up
+    /// to the longest, until the peer dials in.
+    backoff_first_ms: u64,
+    backoff_max_ms: u64,
+    /// How long what this server wrote may go unacknowledged by the peer's host before the
+    /// connection is dropped and dialled anew (TCP_USER_TIMEOUT). A network that silently
+    /// drops packets (a cut cable, a partition) leaves a connection open, and TCP spaces its
+    /// retransmissions ever further apart, up to two minutes: after such a partition heals,
+    /// the peer would hear nothing from this server until the next one. A fresh connection
+    /// passes at the next dial instead. A peer that reads nothing for that long (paused, its
+    /// receive window closed) loses its connection too, and is dialled again: what was
+    /// dropped with it the protocol sends again, as it does after any lost connection.
+    unacknowledged_max_ms: u32,
 }
 
-const DIAL_BACKOFF: DialBackoff = DialBackoff {
-    first_ms: 10,
-    max_ms: 500,
-};
+const DIAL_BACKOFF_FIRST_MS: u64 = 10;
+const DIAL_BACKOFF_MAX_MS: u64 = 500;
+
+impl DialSettings {
+    /// The protocol's own bound on a peer's silence (syncLimit ticks) bounds the connection's
+    /// too: by then the protocol has given up on the peer anyway.
+    fn for_protocol(zab: &ZabConfig) -> DialSettings {
+        DialSettings {
+            backoff_first_ms: DIAL_BACKOFF_FIRST_MS,
+            backoff_max_ms: DIAL_BACKOFF_MAX_MS,
+            unacknowledged_max_ms: u32::try_from(zab.leader_timeout_ms.max(1)).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Bounds how long `stream`'s written bytes may go unacknowledged (TCP_USER_TIMEOUT).
+fn bound_unacknowledged(stream: &TcpStream, timeout_ms: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value: libc::c_uint = timeout_ms;
+    // SAFETY: the descriptor is the open socket `stream` owns, and the option's value is a
+    // c_uint read from a pointer and length that describe `value`, as tcp(7) specifies.
+    let status = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of_val(&value) as libc::socklen_t,
+        )
+    };
+    if status == 0 {
+        return Ok(());
+    }
+    Err(std::io::Error::last_os_error())
+}
 
 /// Keeps a connection to one peer and writes what the protocol sends it.
 async fn dial_loop(
@@ -1143,9 +1193,9 @@ async fn dial_loop(
     port: u16,
     mut outbox: mpsc::Receiver<Frame>,
     traffic: Arc<PeerTraffic>,
-    backoff: DialBackoff,
+    settings: DialSettings,
 ) {
-    let mut backoff_ms = backoff.first_ms;
+    let mut backoff_ms = settings.backoff_first_ms;
     loop {
         let stream = match tokio::time::timeout(
             Duration::from_millis(1000),
@@ -1163,12 +1213,15 @@ async fn dial_loop(
                     () = tokio::time::sleep(Duration::from_millis(backoff_ms)) => {}
                     () = traffic.dialled_in.notified() => {}
                 }
-                backoff_ms = (backoff_ms * 2).min(backoff.max_ms);
+                backoff_ms = (backoff_ms * 2).min(settings.backoff_max_ms);
                 continue;
             }
         };
-        backoff_ms = backoff.first_ms;
+        backoff_ms = settings.backoff_first_ms;
         let _ = stream.set_nodelay(true);
+        if let Err(error) = bound_unacknowledged(&stream, settings.unacknowledged_max_ms) {
+            tracing::warn!(peer, %error, "cannot bound how long a peer may leave writes unacknowledged");
+        }
         let mut writer = BufWriter::with_capacity(256 * 1024, stream);
         // Flushed at once: a peer drops a connection that has not said hello within 5 s,
         // and this one may have nothing to say for longer (followers talk to each other
@@ -1494,7 +1547,7 @@ async fn read_peer(
         .store(HELLO_VERSION, Ordering::Relaxed);
     let serial = traffic.accept_inbound(address);
     traffic.dialled_in.notify_one();
-    let result = read_frames(&mut stream, from, traffic, inbox).await;
+    let result = read_frames(&mut stream, from, serial, traffic, inbox).await;
     if traffic.end_inbound(serial) {
         let _ = inbox.send(PeerEvent::Disconnected { peer: from }).await;
     }
@@ -1508,16 +1561,26 @@ async fn read_hello_bytes(stream: &mut TcpStream, bytes: &mut [u8]) -> std::io::
         .map(|_| ())
 }
 
+/// Reads the messages of the peer's inbound connection `serial` into `inbox`, until the
+/// connection ends or the peer dials a newer one.
 async fn read_frames(
     stream: &mut TcpStream,
     from: ServerId,
+    serial: u64,
     traffic: &PeerTraffic,
     inbox: &mpsc::Sender<PeerEvent>,
 ) -> std::io::Result<()> {
+    let mut newest_inbound = traffic.newest_inbound.subscribe();
     let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, stream);
     loop {
-        let frame = read_message(&mut reader, PEER_MESSAGE_LIMITS)
-            .await
+        let frame = tokio::select! {
+            read = read_message(&mut reader, PEER_MESSAGE_LIMITS) => read,
+            _ = newest_inbound.wait_for(|&newest| newest != serial) => {
+                tracing::debug!(peer = from, "the peer dialled again; its earlier connection is closed");
+                return Ok(());
+            }
+        };
+        let frame = frame
             .map_err(|error| std::io::Error::new(error.kind(), format!("peer {from}: {error}")))?;
         let message = Message::decode(Bytes::from(frame)).map_err(|error| {
             std::io::Error::new(
@@ -1873,6 +1936,37 @@ mod tests {
         accepting.abort();
     }
 
+    /// A peer dials again when it gave its connection up, which a lost network may never
+    /// tell this end: the earlier connection is closed then, not left to a reader that
+    /// waits for ever, and its closing is no disconnection.
+    #[tokio::test]
+    async fn a_peers_earlier_connection_is_closed_when_it_dials_again() {
+        const GUARD: Duration = Duration::from_secs(30);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let traffic = Arc::new(PeerTraffic::default());
+        let traffics = Arc::new(PeerTraffics::from([(2, traffic.clone())]));
+        let (inbox, mut events) = mpsc::channel(16);
+        let board = Arc::new(Mutex::new(OperatorBoard::default()));
+        let accepting = tokio::spawn(accept_loop(listener, vec![1, 2], traffics, inbox, board));
+        let mut old = dialled_in_as(2, address).await;
+        tokio::time::timeout(GUARD, accepted_connections(&traffic, 1))
+            .await
+            .expect("the first connection is accepted");
+        let _new = dialled_in_as(2, address).await;
+        let mut rest = Vec::new();
+        tokio::time::timeout(GUARD, old.read_to_end(&mut rest))
+            .await
+            .expect("the earlier connection is closed by this end")
+            .unwrap();
+        assert_eq!(traffic.inbound().map(|inbound| inbound.serial), Some(1));
+        assert!(
+            events.try_recv().is_err(),
+            "closing the earlier connection is no disconnection"
+        );
+        accepting.abort();
+    }
+
     #[test]
     fn a_hello_of_another_protocol_version_is_refused_and_names_both_versions() {
         let ours = hello(7);
@@ -1927,9 +2021,10 @@ mod tests {
         traffic.queued(frame.bytes);
         outbox.try_send(frame).unwrap();
         let hour_ms = 3_600_000;
-        let backoff = DialBackoff {
-            first_ms: hour_ms,
-            max_ms: hour_ms,
+        let settings = DialSettings {
+            backoff_first_ms: hour_ms,
+            backoff_max_ms: hour_ms,
+            unacknowledged_max_ms: 1000,
         };
         let dialling = tokio::spawn(dial_loop(
             1,
@@ -1938,7 +2033,7 @@ mod tests {
             port,
             queue,
             traffic.clone(),
-            backoff,
+            settings,
         ));
         // The refused attempt drops what was queued: from then on the loop backs off.
         tokio::time::timeout(GUARD, async {
