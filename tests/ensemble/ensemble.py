@@ -49,6 +49,10 @@ class StandaloneError(EnsembleError):
     """The servers run standalone although their zoo.cfg lists an ensemble: no ensemble mode."""
 
 
+class NetworkUnavailable(EnsembleError):
+    """This machine would not build the namespaces and bridge of network="namespaces"."""
+
+
 def free_ports(count):
     """count distinct free ports (all held open together so none is handed out twice)."""
     socks = []
@@ -153,8 +157,14 @@ class Namespaces:
 
     def up(self, hosts):
         """Builds the bridge (this side's address .254) and one namespace per server id in
-        hosts ({id: address})."""
-        run_ip("link", "add", self.bridge, "type", "bridge")
+        hosts ({id: address}); NetworkUnavailable when the machine will not have a bridge or
+        a namespace."""
+        try:
+            run_ip("link", "add", self.bridge, "type", "bridge")
+            run_ip("netns", "add", self.namespace(0))
+            run_ip("netns", "del", self.namespace(0))
+        except EnsembleError as e:
+            raise NetworkUnavailable(str(e)) from None
         run_ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
         run_ip("link", "set", self.bridge, "up")
         for sid, host in hosts.items():

@@ -1151,15 +1151,19 @@ struct DialSettings {
 
 const DIAL_BACKOFF_FIRST_MS: u64 = 10;
 const DIAL_BACKOFF_MAX_MS: u64 = 500;
+/// TCP resends a lost packet after 200 ms at the soonest, and sooner than a few of those
+/// resends one lost packet would cost a whole connection.
+const UNACKNOWLEDGED_MIN_MS: u64 = 1000;
 
 impl DialSettings {
     /// The protocol's own bound on a peer's silence (syncLimit ticks) bounds the connection's
     /// too: by then the protocol has given up on the peer anyway.
     fn for_protocol(zab: &ZabConfig) -> DialSettings {
+        let unacknowledged_max_ms = zab.leader_timeout_ms.max(UNACKNOWLEDGED_MIN_MS);
         DialSettings {
             backoff_first_ms: DIAL_BACKOFF_FIRST_MS,
             backoff_max_ms: DIAL_BACKOFF_MAX_MS,
-            unacknowledged_max_ms: u32::try_from(zab.leader_timeout_ms.max(1)).unwrap_or(u32::MAX),
+            unacknowledged_max_ms: u32::try_from(unacknowledged_max_ms).unwrap_or(u32::MAX),
         }
     }
 }
