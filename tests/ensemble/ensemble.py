@@ -429,21 +429,25 @@ class Ensemble:
             raise EnsembleError(f"server {sid} survived SIGKILL")
 
     def stop(self, sid=None):
-        """SIGTERM (SIGKILL after 10 s) one server, or every server and the proxy."""
+        """SIGTERM (SIGKILL after 10 s) one server, or every server, the proxy and the
+        namespaces."""
         for i in ([sid] if sid is not None else self.ids):
             self._signal(i, signal.SIGCONT)
             self._signal(i, signal.SIGTERM)
             if not self._wait_dead(i, 10):
                 self.kill(i)
         if sid is None:
-            self._stop_proxy()
+            self._take_down_network()
 
     def destroy(self):
-        """Kills every server and the proxy at once (test teardown)."""
+        """Kills every server and takes the proxy and the namespaces down (test teardown)."""
         for i in self.ids:
             self._signal(i, signal.SIGKILL)
         for i in self.ids:
             self._wait_dead(i, 10)
+        self._take_down_network()
+
+    def _take_down_network(self):
         self._stop_proxy()
         if self.namespaces is not None:
             self.namespaces.down(self.ids)

@@ -5,10 +5,11 @@ server, and runs the porcupine checker (tests/go/cmd/zkcheck).
 
     workload.py DIR [--clients 5] [--seconds 20] [--keys 3] [--nemesis kill-leader] [--out OUTDIR]
 
-DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy). Nemeses:
-none, kill-leader, kill-follower, pause-leader, pause-follower, partition-leader, mixed. Exit 0
-when every check passes. From Python: run_workload(Ensemble(DIR), out_dir, ...) returns a report
-dict (report["ok"]).
+DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy; the silent cuts,
+cut-leader and cut-follower, need an ensemble created with network="namespaces"). Nemeses: none,
+kill-leader, kill-follower, pause-leader, pause-follower, partition-leader, cut-leader,
+cut-follower, mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
+out_dir, ...) returns a report dict (report["ok"]); run_checked asserts that it passed.
 """
 import argparse
 import json
@@ -30,7 +31,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # no
 HERE = Path(__file__).resolve().parent
 GO_DIR = HERE.parent / "go"
 NEMESES = ("none", "kill-leader", "kill-follower", "pause-leader", "pause-follower",
-           "partition-leader", "mixed")
+           "partition-leader", "cut-leader", "cut-follower", "mixed")
 
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
@@ -199,6 +200,8 @@ class Nemesis(threading.Thread):
                     choices = ["kill-leader", "kill-follower", "pause-leader", "pause-follower"]
                     if self.ens.state["proxy"]:
                         choices.append("partition-leader")
+                    if self.ens.namespaces is not None:
+                        choices += ["cut-leader", "cut-follower"]
                     kind = self.rng.choice(choices)
                 leader = self.target_leader()
                 if leader is None:
@@ -231,6 +234,12 @@ class Nemesis(threading.Thread):
                     self.stop.wait(self.hold_s)
                     self.log("heal")
                     self.ens.heal()
+                elif kind.startswith("cut-"):
+                    self.log(f"cut {target} off the network ({kind})")
+                    self.ens.cut_network(target)
+                    self.stop.wait(self.hold_s)
+                    self.log(f"mend {target}'s network")
+                    self.ens.mend_network(target)
                 # Let the ensemble settle before the next fault (bounded).
                 try:
                     self.ens.wait_quorum(30)
@@ -245,6 +254,9 @@ def recover(ens, timeout_s=60):
     """Heals the network, resumes and restarts everything, waits for a quorum."""
     if ens.state["proxy"]:
         ens.heal()
+    if ens.namespaces is not None:
+        for i in ens.ids:
+            ens.mend_network(i)
     for i in ens.ids:
         ens.resume(i)
     for i in ens.ids:
@@ -398,6 +410,22 @@ def run_workload(ens, out_dir, clients=5, seconds=20.0, keys=3, nemesis="kill-le
         "history": str(history),
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def run_checked(ens, out_dir, nemesis, seconds):
+    """run_workload from a healthy ensemble (recovered first), 5 clients on 3 keys, asserting
+    that the checker and the read-back found nothing wrong, that enough writes got through, and
+    that the nemesis struck; returns the report."""
+    recover(ens)
+    report = run_workload(ens, out_dir, clients=5, seconds=seconds, keys=3, nemesis=nemesis)
+    details = json.dumps({k: report[k] for k in ("seed", "faults", "events", "counts", "problems")},
+                         indent=1)
+    assert report["checker_rc"] == 0, f"{report['checker']}\n{details}\nhistory: {report['history']}"
+    assert not report["problems"], details
+    assert report["counts"].get("set:ok", 0) + report["counts"].get("cas:ok", 0) > 50, details
+    if nemesis != "none":
+        assert report["faults"] >= 1, details
     return report
 
 
