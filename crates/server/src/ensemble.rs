@@ -1151,8 +1151,8 @@ struct DialSettings {
 
 const DIAL_BACKOFF_FIRST_MS: u64 = 10;
 const DIAL_BACKOFF_MAX_MS: u64 = 500;
-/// TCP resends a lost packet after 200 ms at the soonest, and sooner than a few of those
-/// resends one lost packet would cost a whole connection.
+/// TCP resends a lost packet 200 ms after it at the soonest: a bound of less than a few such
+/// resends would give up a whole connection for one lost packet.
 const UNACKNOWLEDGED_MIN_MS: u64 = 1000;
 
 impl DialSettings {
@@ -1170,23 +1170,8 @@ impl DialSettings {
 
 /// Bounds how long `stream`'s written bytes may go unacknowledged (TCP_USER_TIMEOUT).
 fn bound_unacknowledged(stream: &TcpStream, timeout_ms: u32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value: libc::c_uint = timeout_ms;
-    // SAFETY: the descriptor is the open socket `stream` owns, and the option's value is a
-    // c_uint read from a pointer and length that describe `value`, as tcp(7) specifies.
-    let status = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_USER_TIMEOUT,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of_val(&value) as libc::socklen_t,
-        )
-    };
-    if status == 0 {
-        return Ok(());
-    }
-    Err(std::io::Error::last_os_error())
+    let timeout = Duration::from_millis(u64::from(timeout_ms));
+    socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout))
 }
 
 /// Keeps a connection to one peer and writes what the protocol sends it.
@@ -1938,6 +1923,17 @@ mod tests {
             "no connection from the peer is left"
         );
         accepting.abort();
+    }
+
+    #[tokio::test]
+    async fn a_dialled_connection_bounds_how_long_its_writes_may_go_unacknowledged() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        bound_unacknowledged(&stream, 2500).unwrap();
+        let set = socket2::SockRef::from(&stream).tcp_user_timeout().unwrap();
+        assert_eq!(set, Some(Duration::from_millis(2500)));
     }
 
     /// A peer dials again when it gave its connection up, which a lost network may never
