@@ -315,9 +315,6 @@ class Ensemble:
     def hosts(self, sid):
         return f"{self.host(sid)}:{self.client_port(sid)}"
 
-    def mntr(self, sid):
-        return mntr(self.client_port(sid), self.host(sid))
-
     @property
     def connect(self):
         return ",".join(self.hosts(i) for i in self.ids)
@@ -386,9 +383,9 @@ class Ensemble:
         with open(sdir / "server.log", "ab") as log:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
-            proc = subprocess.Popen(self._launcher(sid) + self._command(sid), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=self._environment(sid))
+            proc = subprocess.Popen(self._launcher(sid) + self._command(sid), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=self._environment(sid))
         (sdir / "pid").write_text(str(proc.pid))
         if wait_s:
             self.wait_ruok(sid, wait_s)

@@ -216,30 +216,20 @@ class Nemesis(threading.Thread):
                 else:
                     target = leader
                 self.faults += 1
-                if kind.startswith("kill-"):
-                    self.log(f"kill -9 {target} ({kind})")
-                    self.ens.kill(target)
-                    self.stop.wait(self.hold_s)
-                    self.log(f"start {target}")
-                    self.ens.start(target)
-                elif kind.startswith("pause-"):
-                    self.log(f"pause {target}")
-                    self.ens.pause(target)
-                    self.stop.wait(self.hold_s)
-                    self.log(f"resume {target}")
-                    self.ens.resume(target)
-                elif kind == "partition-leader":
-                    self.log(f"isolate {target}")
-                    self.ens.isolate(target)
-                    self.stop.wait(self.hold_s)
-                    self.log("heal")
-                    self.ens.heal()
-                elif kind.startswith("cut-"):
-                    self.log(f"cut {target} off the network ({kind})")
-                    self.ens.cut_network(target)
-                    self.stop.wait(self.hold_s)
-                    self.log(f"mend {target}'s network")
-                    self.ens.mend_network(target)
+                ens = self.ens
+                # Each fault, and what ends it: as logged, and what it does to the target.
+                (doing, act), (undoing, undo) = {
+                    "kill": ((f"kill -9 {target} ({kind})", ens.kill), (f"start {target}", ens.start)),
+                    "pause": ((f"pause {target}", ens.pause), (f"resume {target}", ens.resume)),
+                    "partition": ((f"isolate {target}", ens.isolate), ("heal", lambda _: ens.heal())),
+                    "cut": ((f"cut {target} off the network ({kind})", ens.cut_network),
+                            (f"mend {target}'s network", ens.mend_network)),
+                }[kind.split("-", 1)[0]]
+                self.log(doing)
+                act(target)
+                self.stop.wait(self.hold_s)
+                self.log(undoing)
+                undo(target)
                 # Let the ensemble settle before the next fault (bounded).
                 try:
                     self.ens.wait_quorum(30)
