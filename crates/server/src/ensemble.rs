@@ -1156,10 +1156,15 @@ const DIAL_BACKOFF_MAX_MS: u64 = 500;
 const UNACKNOWLEDGED_MIN_MS: u64 = 1000;
 
 impl DialSettings {
-    /// The protocol's own bound on a peer's silence (syncLimit ticks) bounds the connection's
-    /// too: by then the protocol has given up on the peer anyway.
+    /// The protocol's longest wait for a peer bounds the connection's too: by then the
+    /// protocol has given up on the peer anyway. That is the synchronization's (initLimit
+    /// ticks), not the broadcast's (syncLimit): a learner installing a large snapshot may read
+    /// nothing for a while, and its connection must last as long as the protocol waits.
     fn for_protocol(zab: &ZabConfig) -> DialSettings {
-        let unacknowledged_max_ms = zab.leader_timeout_ms.max(UNACKNOWLEDGED_MIN_MS);
+        let unacknowledged_max_ms = zab
+            .leader_timeout_ms
+            .max(zab.sync_timeout_ms)
+            .max(UNACKNOWLEDGED_MIN_MS);
         DialSettings {
             backoff_first_ms: DIAL_BACKOFF_FIRST_MS,
             backoff_max_ms: DIAL_BACKOFF_MAX_MS,
