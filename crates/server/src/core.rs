@@ -1840,10 +1840,15 @@ impl Core {
             // close still commits, the session ends then; until it does, the session is live
             // like any other: it may be taken over here, and expired when this server decides
             // expiry. The next report waits for none that may be lost, and the sessions heard
-            // from here stay due for one (`touched`): a client that was talking here keeps the
-            // timeout it counted on while it finds another server.
-            for session in self.sessions.values_mut() {
+            // from here stay due for one (`touched`), those of a report the log has not shown
+            // yet among them: a client that was talking here keeps the timeout it counted on
+            // while it finds another server.
+            let touched = &mut self.touched;
+            for (&session_id, session) in &mut self.sessions {
                 session.closing = false;
+                if session.reported_heard_ms > session.logged_heard_ms {
+                    touched.insert(session_id);
+                }
                 session.reported_heard_ms = 0;
             }
         }
@@ -2995,6 +3000,35 @@ mod tests {
         assert_eq!(
             idle_in_the_next_report(&layer),
             100,
+            "heard from at the ping, 1.9 s"
+        );
+    }
+
+    /// Simulator seed 3589260 (core mode): a report was dropped with the stint it was
+    /// appended in, the member's next report left its session out, and the leader expired
+    /// the session 99 ms after the client's last ping here, its timeout 104 ms.
+    #[test]
+    fn a_session_whose_report_was_lost_with_a_stint_is_reported_once_the_member_serves_again() {
+        let (mut core, layer) = follower_with_a_pinged_session();
+        core.handle(Input::Tick, at_ms(2_000));
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            100,
+            "the report the layer drops"
+        );
+        core.handle(Input::Role(Role::Looking), at_ms(2_050));
+        let follower = Role::Follower {
+            leader: 2,
+            epoch: 1,
+            stint: 2,
+        };
+        core.handle(Input::Role(follower), at_ms(2_060));
+
+        // At the next check, a check interval (250 ms) after the lost report.
+        core.handle(Input::Tick, at_ms(2_250));
+        assert_eq!(
+            idle_in_the_next_report(&layer),
+            350,
             "heard from at the ping, 1.9 s"
         );
     }
