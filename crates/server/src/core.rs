@@ -2434,6 +2434,21 @@ mod tests {
         })
     }
 
+    /// Back with the leader it lost touch with, in the same epoch: a second stint.
+    fn rejoining_its_epoch() -> Input {
+        Input::Role(Role::Follower {
+            leader: 2,
+            epoch: 1,
+            stint: 2,
+        })
+    }
+
+    /// The member leaves its quorum at `looking_at_ms` and rejoins its epoch 10 ms later.
+    fn leave_and_rejoin(core: &mut Core, looking_at_ms: u64) {
+        core.handle(Input::Role(Role::Looking), at_ms(looking_at_ms));
+        core.handle(rejoining_its_epoch(), at_ms(looking_at_ms + 10));
+    }
+
     fn exists_on_the_root() -> Input {
         let request = zoolog_proto::PathWatchRequest {
             path: "/".into(),
@@ -2626,11 +2641,7 @@ mod tests {
     /// attempt, so the history it synchronized the member to tells the write's fate as well.
     #[test]
     fn a_write_lost_with_its_stint_is_appended_again_when_the_member_rejoins_its_epoch() {
-        a_write_lost_with_its_stint_is_appended_again(Input::Role(Role::Follower {
-            leader: 2,
-            epoch: 1,
-            stint: 2,
-        }));
+        a_write_lost_with_its_stint_is_appended_again(rejoining_its_epoch());
     }
 
     #[test]
@@ -2988,13 +2999,7 @@ mod tests {
     #[test]
     fn a_session_heard_before_the_server_stopped_serving_is_reported_once_it_serves_again() {
         let (mut core, layer) = follower_with_a_pinged_session();
-        core.handle(Input::Role(Role::Looking), at_ms(1_950));
-        let follower = Role::Follower {
-            leader: 2,
-            epoch: 1,
-            stint: 2,
-        };
-        core.handle(Input::Role(follower), at_ms(1_960));
+        leave_and_rejoin(&mut core, 1_950);
 
         core.handle(Input::Tick, at_ms(2_000));
         assert_eq!(
@@ -3016,13 +3021,7 @@ mod tests {
             100,
             "the report the layer drops"
         );
-        core.handle(Input::Role(Role::Looking), at_ms(2_050));
-        let follower = Role::Follower {
-            leader: 2,
-            epoch: 1,
-            stint: 2,
-        };
-        core.handle(Input::Role(follower), at_ms(2_060));
+        leave_and_rejoin(&mut core, 2_050);
 
         // At the next check, a check interval (250 ms) after the lost report.
         core.handle(Input::Tick, at_ms(2_250));
