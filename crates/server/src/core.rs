@@ -230,6 +230,13 @@ impl Envelope {
     }
 }
 
+/// Whether every member running this binary can apply `entry`. A leader checks each command a
+/// learner forwards before proposing it: once in the log, an entry that does not decode would
+/// stop every member at its apply (see [`Core::committed`]), and again at each restart.
+pub(crate) fn check_entry(entry: &[u8]) -> Result<(), DecodeError> {
+    Envelope::decode(entry).map(drop)
+}
+
 /// A request's place in its connection's reply order.
 enum Slot {
     /// A write in the log; answered when applied. `entry` is what was appended, appended

@@ -17,10 +17,12 @@
 //! opens with a hello naming the sender. Messages a full queue or a broken connection loses
 //! are fine: the protocol retransmits. So a message that arrives corrupted is one more loss:
 //! its connection is dropped, and the message is never acted on (an entry the log holds must
-//! be the one proposed, since every member applies it). A connection the network lost without
-//! a word is given up too, rather than left to TCP's ever slower retransmissions: a dialled
-//! one once what was written on it goes unacknowledged too long (see `DialSettings`), a
-//! received one once its peer dials again.
+//! be the one proposed, since every member applies it). A forwarded command that this server
+//! could not apply is refused the same way, before it can enter the log through this server
+//! as leader (see `check_entry`). A connection the network lost without a word is given up
+//! too, rather than left to TCP's ever slower retransmissions: a dialled one once what was
+//! written on it goes unacknowledged too long (see `DialSettings`), a received one once its
+//! peer dials again.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -1576,12 +1578,22 @@ async fn read_frames(
         };
         let frame = frame
             .map_err(|error| std::io::Error::new(error.kind(), format!("peer {from}: {error}")))?;
-        let message = Message::decode(Bytes::from(frame)).map_err(|error| {
+        let invalid = |error: &dyn std::fmt::Display| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("peer {from}: {error}"),
             )
-        })?;
+        };
+        let message = Message::decode(Bytes::from(frame)).map_err(|error| invalid(&error))?;
+        if let Message::Forward { payloads, .. } = &message {
+            for payload in payloads {
+                crate::core::check_entry(payload).map_err(|error| {
+                    invalid(&format_args!(
+                        "a forwarded command does not decode ({error})"
+                    ))
+                })?;
+            }
+        }
         traffic.frames_received.fetch_add(1, Ordering::Relaxed);
         if inbox
             .send(PeerEvent::Message { from, message })
@@ -1854,6 +1866,40 @@ mod tests {
         assert!(error.to_string().contains("limit 20"), "{error}");
     }
 
+    const GUARD: Duration = Duration::from_secs(30);
+
+    /// This server's peer listener, as server 1 of an ensemble with server 2.
+    struct Accepting {
+        address: SocketAddr,
+        traffic: Arc<PeerTraffic>,
+        events: mpsc::Receiver<PeerEvent>,
+        board: Arc<Mutex<OperatorBoard>>,
+        task: JoinHandle<()>,
+    }
+
+    async fn accepting_from_server_2() -> Accepting {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let traffic = Arc::new(PeerTraffic::default());
+        let traffics = Arc::new(PeerTraffics::from([(2, traffic.clone())]));
+        let (inbox, events) = mpsc::channel(16);
+        let board = Arc::new(Mutex::new(OperatorBoard::default()));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            vec![1, 2],
+            traffics,
+            inbox,
+            board.clone(),
+        ));
+        Accepting {
+            address,
+            traffic,
+            events,
+            board,
+            task,
+        }
+    }
+
     /// A connection to `address` that has said hello as server `me`.
     async fn dialled_in_as(me: ServerId, address: SocketAddr) -> TcpStream {
         let mut stream = TcpStream::connect(address).await.unwrap();
@@ -1882,14 +1928,13 @@ mod tests {
     /// gone.
     #[tokio::test]
     async fn only_the_end_of_a_peers_latest_connection_disconnects_it() {
-        const GUARD: Duration = Duration::from_secs(30);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let traffic = Arc::new(PeerTraffic::default());
-        let traffics = Arc::new(PeerTraffics::from([(2, traffic.clone())]));
-        let (inbox, mut events) = mpsc::channel(16);
-        let board = Arc::new(Mutex::new(OperatorBoard::default()));
-        let accepting = tokio::spawn(accept_loop(listener, vec![1, 2], traffics, inbox, board));
+        let Accepting {
+            address,
+            traffic,
+            mut events,
+            task,
+            ..
+        } = accepting_from_server_2().await;
         let mut old = dialled_in_as(2, address).await;
         tokio::time::timeout(GUARD, accepted_connections(&traffic, 1))
             .await
@@ -1928,7 +1973,78 @@ mod tests {
             traffic.inbound().is_none(),
             "no connection from the peer is left"
         );
-        accepting.abort();
+        task.abort();
+    }
+
+    /// A forwarded command is checked where it arrives: one that does not decode would, once
+    /// proposed, stop every member at its apply. Its connection is dropped and counted, and
+    /// nothing of it reaches the protocol.
+    #[tokio::test]
+    async fn a_forwarded_command_that_does_not_decode_is_refused_with_its_connection() {
+        let Accepting {
+            address,
+            mut events,
+            board,
+            task,
+            ..
+        } = accepting_from_server_2().await;
+        let command = zoolog_tree::Command {
+            session_id: 5,
+            cxid: 1,
+            time_ms: 0,
+            owner: 0,
+            op: zoolog_tree::CommandOp::CloseSession,
+        };
+        // An entry is its proposer's origin and connection (eight bytes each), then the command.
+        let entry = [&[0u8; 16][..], &command.encode()].concat();
+        let forward = |sequence: u64, payload: Vec<u8>| Message::Forward {
+            link: zoolog_zab::Link {
+                epoch: 1,
+                attempt: zoolog_zab::Attempt::default(),
+            },
+            lane: Lane::Commands,
+            first_sequence: sequence,
+            payloads: vec![Bytes::from(payload)],
+        };
+        let mut peer = dialled_in_as(2, address).await;
+        for message in [
+            forward(1, entry.clone()),
+            forward(2, entry[..entry.len() - 1].to_vec()),
+        ] {
+            write_message(&mut peer, &Frame::of(&message).parts, PEER_PIECE_BYTES_MAX)
+                .await
+                .unwrap();
+        }
+        let mut rest = Vec::new();
+        tokio::time::timeout(GUARD, peer.read_to_end(&mut rest))
+            .await
+            .expect("the connection is closed by this end")
+            .unwrap();
+        let first = tokio::time::timeout(GUARD, events.recv()).await.unwrap();
+        assert!(
+            matches!(
+                first,
+                Some(PeerEvent::Message {
+                    from: 2,
+                    message: Message::Forward {
+                        first_sequence: 1,
+                        ..
+                    }
+                })
+            ),
+            "the command that decodes is passed on"
+        );
+        let second = tokio::time::timeout(GUARD, events.recv()).await.unwrap();
+        assert!(matches!(second, Some(PeerEvent::Disconnected { peer: 2 })));
+        let refused = || board.lock().unwrap().counters.peer_messages_refused;
+        tokio::time::timeout(GUARD, async {
+            while refused() == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the refusal is counted");
+        task.abort();
     }
 
     #[tokio::test]
