@@ -312,7 +312,6 @@ struct Leader {
     peers: BTreeMap<ServerId, Peer>,
     /// The leader's last position when its history was fixed (start of synchronization).
     history_end: Position,
-    last_quorum_ms: u64,
     /// The commit position at the previous tick: by the next, every learner has been told
     /// it or of a later one (see [`Zab::tell_owed_commit`]).
     committed_at_tick: Position,
@@ -442,14 +441,15 @@ fn take_commands_in_turn(leader: &mut Leader, room: &mut Room, accepted: &mut Ve
     leader.next_turn = turn;
 }
 
-/// The furthest position that `quorum` of the `durable` positions reach (the commit rule:
-/// the quorum-th highest), or `None` when there are fewer than `quorum` of them.
-fn reached_by_quorum(durable: &mut [Position], quorum: usize) -> Option<Position> {
-    if durable.len() < quorum {
+/// The furthest that `quorum` of the `marks` reach (the quorum-th highest): of durable
+/// positions, what may commit; of times last heard from, when a quorum last was. `None` when
+/// there are fewer than `quorum` of them.
+fn reached_by_quorum<T: Ord + Copy>(marks: &mut [T], quorum: usize) -> Option<T> {
+    if marks.len() < quorum {
         return None;
     }
-    durable.sort_unstable_by(|a, b| b.cmp(a));
-    Some(durable[quorum - 1])
+    marks.sort_unstable_by(|a, b| b.cmp(a));
+    Some(marks[quorum - 1])
 }
 
 /// The synchronized voting followers among a leader's learners.
@@ -931,7 +931,6 @@ impl Zab {
             peers: BTreeMap::new(),
             history_end: 0,
             committed_at_tick: 0,
-            last_quorum_ms: self.now_ms,
             own_waiting: PerLane::default(),
             next_turn: 0,
         }));
@@ -1789,7 +1788,6 @@ impl Zab {
             };
             if leader.stage == LeaderStage::Syncing {
                 leader.stage = LeaderStage::Broadcast;
-                leader.last_quorum_ms = zab.now_ms;
             }
             let commit_advanced = commit > zab.committed;
             if commit_advanced {
@@ -1882,22 +1880,9 @@ impl Zab {
                     step_down = true;
                     return;
                 }
-            } else {
-                let heard = leader
-                    .peers
-                    .iter()
-                    .filter(|(id, peer)| {
-                        peer.synced
-                            && zab.config.is_participant(**id)
-                            && now_ms <= peer.last_heard_ms + zab.config.leader_timeout_ms
-                    })
-                    .count();
-                if heard + 1 >= zab.config.quorum_size() {
-                    leader.last_quorum_ms = now_ms;
-                } else if now_ms > leader.last_quorum_ms + zab.config.leader_timeout_ms {
-                    step_down = true;
-                    return;
-                }
+            } else if now_ms > zab.quorum_heard_ms(leader) + zab.config.leader_timeout_ms {
+                step_down = true;
+                return;
             }
             let ids: Vec<ServerId> = leader.peers.keys().copied().collect();
             for id in ids {
@@ -1909,6 +1894,18 @@ impl Zab {
         if step_down {
             self.look();
         }
+    }
+
+    /// When this leader last heard from a quorum, itself counted as heard now: a leader steps
+    /// down one timeout after, as its followers leave a leader silent for one timeout (a
+    /// leader that counted from when it last *knew* of a quorum, checking at its ticks, would
+    /// stay up to twice as long, beside the leader they elect).
+    fn quorum_heard_ms(&self, leader: &Leader) -> u64 {
+        let mut heard: Vec<u64> = voting_followers(&self.config, &leader.peers)
+            .map(|(_, peer)| peer.last_heard_ms)
+            .chain([self.now_ms])
+            .collect();
+        reached_by_quorum(&mut heard, self.config.quorum_size()).unwrap_or(0)
     }
 
     fn leader_heartbeat(&mut self, leader: &mut Leader, id: ServerId) {

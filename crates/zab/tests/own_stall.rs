@@ -1,10 +1,10 @@
 //! A learner's timeouts on its leader count only the time the learner itself was running: a
 //! pause of its own (SIGSTOP, a stalled driver) is no evidence that the leader went silent.
-//! A leader gets no such excuse.
+//! A leader gets no such excuse, and leaves as soon as its followers would leave it.
 
 mod common;
 
-use common::{broadcasting_follower, broadcasting_leader, config, message, propose};
+use common::{ack, broadcasting_follower, broadcasting_leader, config, message, propose};
 use zoolog_zab::{Input, ServingRole, Status, Zab};
 
 /// When `broadcasting_follower` last heard from its leader; it last ran at 6 ms.
@@ -77,4 +77,41 @@ fn a_leader_that_did_not_run_for_longer_than_the_leader_timeout_steps_down() {
         !zab.status().is_serving(),
         "its followers counted its silence and left it"
     );
+}
+
+/// Ticks `leader` every millisecond from `from_ms`, follower 2 acknowledging every `ack_every_ms`
+/// (never when 0), until it stops serving or `until_ms`; returns when it stopped, if it did.
+fn tick_leader(leader: &mut Zab, from_ms: u64, ack_every_ms: u64, until_ms: u64) -> Option<u64> {
+    for now_ms in from_ms + 1..=until_ms {
+        if ack_every_ms > 0 && now_ms % ack_every_ms == 0 {
+            leader.handle(ack(2, 0), now_ms);
+        }
+        leader.handle(Input::Tick, now_ms);
+        if !leader.status().is_serving() {
+            return Some(now_ms);
+        }
+    }
+    None
+}
+
+/// A leader that stops hearing from a quorum steps down one timeout after it last did, as its
+/// followers leave a silent leader after one timeout: later, and it would go on serving as
+/// leader beside the one they elect (reads, and `srvr` saying leader on two servers).
+#[test]
+fn a_leader_steps_down_one_timeout_after_it_last_heard_from_a_quorum() {
+    let mut zab = broadcasting_leader(3);
+    let stopped_ms = tick_leader(&mut zab, 4, 0, 10 * leader_timeout_ms());
+    assert_eq!(
+        stopped_ms,
+        Some(4 + leader_timeout_ms() + 1),
+        "followers last heard at 4 ms"
+    );
+}
+
+#[test]
+fn a_leader_that_hears_from_a_quorum_keeps_leading() {
+    let mut zab = broadcasting_leader(3);
+    let until_ms = 10 * leader_timeout_ms();
+    let stopped_ms = tick_leader(&mut zab, 4, leader_timeout_ms() / 2, until_ms);
+    assert_eq!(stopped_ms, None, "follower 2 and the leader are a quorum");
 }

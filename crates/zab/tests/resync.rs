@@ -7,7 +7,7 @@ mod common;
 
 use bytes::Bytes;
 use common::{
-    broadcasting_leader, broadcasting_leader_with, config, follower_info, message, sent_to,
+    ack, broadcasting_leader, broadcasting_leader_with, config, follower_info, message, sent_to,
 };
 use zoolog_zab::{Attempt, Input, Lane, Link, Message, Zab};
 
@@ -17,6 +17,7 @@ const SYNC_TIMEOUT_MS: u64 = 100;
 
 /// Server 2 restarts and promises with an empty log at `now_ms`; the times at which the
 /// leader sends it `NewLeader` while it stays silent, until just before it would be dropped.
+/// Server 3 acknowledges at every tick, so that the leader keeps its quorum meanwhile.
 fn syncs_to_a_silent_learner(leader: &mut Zab, now_ms: u64) -> Vec<u64> {
     let restarted = Attempt {
         incarnation: 1,
@@ -45,6 +46,7 @@ fn syncs_to_a_silent_learner(leader: &mut Zab, now_ms: u64) -> Vec<u64> {
         syncs_at.push(now_ms);
     }
     for now_ms in now_ms + 1..now_ms + SYNC_TIMEOUT_MS {
+        leader.handle(ack(3, 0), now_ms);
         if is_sync(&leader.handle(Input::Tick, now_ms)) {
             syncs_at.push(now_ms);
         }
@@ -123,7 +125,7 @@ fn a_lost_proposal_is_sent_again_while_commit_announcements_keep_coming() {
         };
         let mut actions = leader.handle(command, now_ms);
         actions.extend(leader.handle(Input::Logged { position, epoch: 1 }, now_ms));
-        actions.extend(leader.handle(common::ack(3, position), now_ms));
+        actions.extend(leader.handle(ack(3, position), now_ms));
         actions.extend(leader.handle(Input::Tick, now_ms));
         for sent in sent_to(&actions, 2) {
             if let Message::Propose { entries, .. } = sent {
