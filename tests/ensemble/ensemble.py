@@ -9,7 +9,9 @@ so links can be cut per ordered pair (partition, isolate, heal, delay). With
 network="namespaces" (root only) every server runs in a network namespace of its own instead, at
 198.18.N.<id> on a bridge (RFC 2544's benchmarking range), and cut_network/mend_network take a
 server off the bridge and back: a network that loses every packet silently, as a cut cable does,
-where the proxy resets connections.
+where the proxy resets connections. A cut may also go one way only (nftables' `nft` inside the
+server's namespace): the server hears nothing from its peers, or its peers hear nothing from it,
+while clients still reach it.
 
     ens = Ensemble.create("/tmp/e", 3, proxy=True)   # writes the configs
     ens.up()                                         # starts everything, waits for a quorum
@@ -20,6 +22,7 @@ Stdlib only. Every wait has a timeout and raises EnsembleError when it expires.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -188,8 +191,30 @@ class Namespaces:
     def cut(self, sid):
         run_ip("link", "set", self.outer_end(sid), "nomaster")
 
+    def drop_peer_packets(self, sid, direction, peers):
+        """Drops, inside server sid's namespace, the packets it receives from the addresses in
+        peers (direction "in") or sends to them ("out"); NetworkUnavailable without nft."""
+        hook, match = {"in": ("input", "saddr"), "out": ("output", "daddr")}[direction]
+        rules = (f"table inet zoolog_cut {{\n chain {hook} {{\n"
+                 f"  type filter hook {hook} priority 0;\n"
+                 f"  ip {match} {{ {', '.join(peers)} }} drop\n }}\n}}\n")
+        self._nft(sid, "-f", "-", script=rules)
+
     def mend(self, sid):
+        """Puts server sid back on the bridge and drops none of its packets; what is already
+        mended is no error."""
         run_ip("link", "set", self.outer_end(sid), "master", self.bridge)
+        if shutil.which("nft") is not None:
+            self._nft(sid, "flush", "ruleset")
+
+    def _nft(self, sid, *args, script=None):
+        if shutil.which("nft") is None:
+            raise NetworkUnavailable("one-way cuts need nftables' nft")
+        done = subprocess.run(["ip", "netns", "exec", self.namespace(sid), "nft", *args],
+                              input=script, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise EnsembleError(f"nft {' '.join(args)} in {self.namespace(sid)}: "
+                                f"{done.stderr.strip()}")
 
 
 def pid_alive(pid):
@@ -449,9 +474,15 @@ class Ensemble:
         if self.namespaces is not None:
             self.namespaces.down(self.ids)
 
-    def cut_network(self, sid):
-        """Takes server sid off the network: every packet to or from it is lost, silently."""
-        self.namespaces.cut(sid)
+    def cut_network(self, sid, direction="both"):
+        """Loses server sid's packets silently: every one to or from it (direction "both": it
+        is off the network), or only those it receives from its peers ("in"), or only those it
+        sends them ("out"), where clients still reach it."""
+        if direction == "both":
+            self.namespaces.cut(sid)
+            return
+        peers = [self.host(i) for i in self.ids if i != sid]
+        self.namespaces.drop_peer_packets(sid, direction, peers)
 
     def mend_network(self, sid):
         self.namespaces.mend(sid)

@@ -6,9 +6,9 @@ server, and runs the porcupine checker (tests/go/cmd/zkcheck).
     workload.py DIR [--clients 5] [--seconds 20] [--keys 3] [--nemesis kill-leader] [--out OUTDIR]
 
 DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy; the silent cuts,
-cut-leader and cut-follower, need an ensemble created with network="namespaces"). Nemeses: none,
-kill-leader, kill-follower, pause-leader, pause-follower, partition-leader, cut-leader,
-cut-follower, mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
+cut-* and one-way-*, need an ensemble created with network="namespaces", and one-way-* nftables'
+nft). Nemeses: none, kill-leader, kill-follower, pause-leader, pause-follower, partition-leader,
+cut-leader, cut-follower, one-way-leader, one-way-follower, mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
 out_dir, ...) returns a report dict (report["ok"]); run_checked asserts that it passed.
 """
 import argparse
@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -31,7 +32,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError  # no
 HERE = Path(__file__).resolve().parent
 GO_DIR = HERE.parent / "go"
 NEMESES = ("none", "kill-leader", "kill-follower", "pause-leader", "pause-follower",
-           "partition-leader", "cut-leader", "cut-follower", "mixed")
+           "partition-leader", "cut-leader", "cut-follower", "one-way-leader", "one-way-follower",
+           "mixed")
 
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
@@ -202,6 +204,8 @@ class Nemesis(threading.Thread):
                         choices.append("partition-leader")
                     if self.ens.namespaces is not None:
                         choices += ["cut-leader", "cut-follower"]
+                        if shutil.which("nft") is not None:
+                            choices += ["one-way-leader", "one-way-follower"]
                     kind = self.rng.choice(choices)
                 leader = self.target_leader()
                 if leader is None:
@@ -217,6 +221,7 @@ class Nemesis(threading.Thread):
                     target = leader
                 self.faults += 1
                 ens = self.ens
+                way = self.rng.choice(("in", "out")) if kind.startswith("one-way") else None
                 # Each fault, and what ends it: as logged, and what it does to the target.
                 (doing, act), (undoing, undo) = {
                     "kill": ((f"kill -9 {target} ({kind})", ens.kill), (f"start {target}", ens.start)),
@@ -224,7 +229,10 @@ class Nemesis(threading.Thread):
                     "partition": ((f"isolate {target}", ens.isolate), ("heal", lambda _: ens.heal())),
                     "cut": ((f"cut {target} off the network ({kind})", ens.cut_network),
                             (f"mend {target}'s network", ens.mend_network)),
-                }[kind.split("-", 1)[0]]
+                    "one-way": ((f"cut {target}'s packets {way} from its peers ({kind})",
+                                 lambda t: ens.cut_network(t, way)),
+                                (f"mend {target}'s network", ens.mend_network)),
+                }[kind.rsplit("-", 1)[0]]
                 self.log(doing)
                 act(target)
                 self.stop.wait(self.hold_s)

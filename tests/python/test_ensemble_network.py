@@ -6,12 +6,16 @@ cut takes one off their bridge. The fault proxy of test_ensemble_faults.py canno
 resets the connections it cuts, and its own host acknowledges whatever a server sends it. Here the
 connections stay open with their data unacknowledged, and TCP spaces its retransmissions further
 and further apart: a member that waits for them after the network comes back rejoins 20 s or more
-later (26 s after a 30 s cut, in the forty-fifth session's runs). Under a kazoo load, the leader or a follower
-cut off for a few seconds at a time must leave a history that porcupine finds linearizable, in
-session order, with no acknowledged write missing (as in test_ensemble_faults.py).
+later (26 s after a 30 s cut, in the forty-fifth session's runs). A cut may also go one way only:
+a member that hears nothing from its peers, or whose peers hear nothing from it, while its
+clients still reach it. A leader cut either way must be replaced, and serve again as a member
+once mended. Under a kazoo load, the leader or a follower cut off for a few seconds at a time,
+both ways or one, must leave a history that porcupine finds linearizable, in session order, with
+no acknowledged write missing (as in test_ensemble_faults.py).
 
-Needs root (namespaces, a bridge) and Go (the checker); ZK_KIND=apache runs it against Debian's
-ZooKeeper. ZK_ENSEMBLE_SECONDS sets the workload length per scenario.
+Needs root (namespaces, a bridge), nftables' nft (the one-way cuts) and Go (the checker);
+ZK_KIND=apache runs it against Debian's ZooKeeper. ZK_ENSEMBLE_SECONDS sets the workload length
+per scenario.
 """
 import os
 import shutil
@@ -87,6 +91,53 @@ def test_a_follower_cut_off_silently_serves_again_soon_after_the_network_returns
         writer.stop()
 
 
+def another_leader(ens, former):
+    """The server that leads in place of server former, within REJOIN_S."""
+    deadline = time.monotonic() + REJOIN_S
+    while time.monotonic() < deadline:
+        leader = ens.leader()
+        if leader not in (None, former):
+            return leader
+        time.sleep(0.1)
+    raise AssertionError(f"no leader but server {former} within {REJOIN_S} s: {ens.modes()}")
+
+
+NEEDS_NFT = pytest.mark.skipif(shutil.which("nft") is None,
+                               reason="one-way cuts need nftables' nft (scripts/test installs it)")
+
+
+@NEEDS_NFT
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_a_leader_cut_one_way_from_its_peers_is_replaced_and_serves_again_once_mended(
+        ensemble, direction):
+    ens = ensemble
+    workload.recover(ens)
+    cut = ens.leader()
+    others = [i for i in ens.ids if i != cut]
+    writer = KazooClient(hosts=",".join(ens.hosts(i) for i in others), timeout=10)
+    writer.start(timeout=30)
+    try:
+        ens.cut_network(cut, direction)
+        started = time.monotonic()
+        leader = another_leader(ens, cut)
+        ens.wait_quorum(timeout_s=REJOIN_S, servers=others)
+        print(f"server {leader} led in place of server {cut} (cut {direction}) "
+              f"{time.monotonic() - started:.2f} s after the cut")
+        writer.retry(writer.create, f"/written-while-{cut}-was-cut-{direction}", b"x")
+        ens.mend_network(cut)
+        mended = time.monotonic()
+        ens.wait_quorum(timeout_s=REJOIN_S, servers=ens.ids)
+        print(f"server {cut} served again {time.monotonic() - mended:.2f} s after the mend")
+        reader = client_of(ens, cut)
+        try:
+            reader.sync("/")
+            assert reader.get(f"/written-while-{cut}-was-cut-{direction}")[0] == b"x"
+        finally:
+            reader.stop()
+    finally:
+        writer.stop()
+
+
 NEEDS_GO = pytest.mark.skipif(shutil.which("go") is None, reason="the history checker needs Go")
 
 
@@ -98,3 +149,15 @@ def test_leader_cut_off_silently_under_load(ensemble, tmp_path):
 @NEEDS_GO
 def test_follower_cut_off_silently_under_load(ensemble, tmp_path):
     workload.run_checked(ensemble, tmp_path, "cut-follower", SECONDS)
+
+
+@NEEDS_GO
+@NEEDS_NFT
+def test_leader_cut_one_way_under_load(ensemble, tmp_path):
+    workload.run_checked(ensemble, tmp_path, "one-way-leader", SECONDS)
+
+
+@NEEDS_GO
+@NEEDS_NFT
+def test_follower_cut_one_way_under_load(ensemble, tmp_path):
+    workload.run_checked(ensemble, tmp_path, "one-way-follower", SECONDS)
