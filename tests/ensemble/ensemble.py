@@ -11,7 +11,7 @@ network="namespaces" (root only) every server runs in a network namespace of its
 server off the bridge and back: a network that loses every packet silently, as a cut cable does,
 where the proxy resets connections. A cut may also go one way only (nftables' `nft` inside the
 server's namespace): the server hears nothing from its peers, or its peers hear nothing from it,
-while clients still reach it.
+while clients still reach it; and so may a cut of the link between two servers only.
 
     ens = Ensemble.create("/tmp/e", 3, proxy=True)   # writes the configs
     ens.up()                                         # starts everything, waits for a quorum
@@ -193,12 +193,13 @@ class Namespaces:
 
     def drop_peer_packets(self, sid, direction, peers):
         """Drops, inside server sid's namespace, the packets it receives from the addresses in
-        peers (direction "in") or sends to them ("out"); NetworkUnavailable without nft."""
-        hook, match = {"in": ("input", "saddr"), "out": ("output", "daddr")}[direction]
-        rules = (f"table inet zoolog_cut {{\n chain {hook} {{\n"
-                 f"  type filter hook {hook} priority 0;\n"
-                 f"  ip {match} {{ {', '.join(peers)} }} drop\n }}\n}}\n")
-        self._nft(sid, "-f", "-", script=rules)
+        peers (direction "in"), sends to them ("out"), or both; NetworkUnavailable without nft."""
+        hooks = {"in": [("input", "saddr")], "out": [("output", "daddr")],
+                 "both": [("input", "saddr"), ("output", "daddr")]}[direction]
+        chains = "".join(f" chain {hook} {{\n  type filter hook {hook} priority 0;\n"
+                         f"  ip {match} {{ {', '.join(peers)} }} drop\n }}\n"
+                         for hook, match in hooks)
+        self._nft(sid, "-f", "-", script=f"table inet zoolog_cut {{\n{chains}}}\n")
 
     def mend(self, sid):
         """Puts server sid back on the bridge and drops none of its packets; what is already
@@ -474,15 +475,17 @@ class Ensemble:
         if self.namespaces is not None:
             self.namespaces.down(self.ids)
 
-    def cut_network(self, sid, direction="both"):
-        """Loses server sid's packets silently: every one to or from it (direction "both": it
-        is off the network), or only those it receives from its peers ("in"), or only those it
-        sends them ("out"), where clients still reach it."""
-        if direction == "both":
+    def cut_network(self, sid, direction="both", peers=None):
+        """Loses server sid's packets silently. Given no peers, every packet to or from it
+        (direction "both": it is off the network, to clients too), or only those it receives
+        from the other servers ("in"), or only those it sends them ("out"). Given peers (server
+        ids), only its packets with those, one way or both. Clients reach it but in the first
+        case."""
+        if direction == "both" and peers is None:
             self.namespaces.cut(sid)
             return
-        peers = [self.host(i) for i in self.ids if i != sid]
-        self.namespaces.drop_peer_packets(sid, direction, peers)
+        cut_off = [i for i in self.ids if i != sid] if peers is None else peers
+        self.namespaces.drop_peer_packets(sid, direction, [self.host(i) for i in cut_off])
 
     def mend_network(self, sid):
         self.namespaces.mend(sid)

@@ -6,9 +6,10 @@ server, and runs the porcupine checker (tests/go/cmd/zkcheck).
     workload.py DIR [--clients 5] [--seconds 20] [--keys 3] [--nemesis kill-leader] [--out OUTDIR]
 
 DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy; the silent cuts,
-cut-* and one-way-*, need an ensemble created with network="namespaces", and one-way-* nftables'
-nft). Nemeses: none, kill-leader, kill-follower, pause-leader, pause-follower, partition-leader,
-cut-leader, cut-follower, one-way-leader, one-way-follower, mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
+cut-*, one-way-* and link-leader, need an ensemble created with network="namespaces", and the
+last two nftables' nft). Nemeses: none, kill-leader, kill-follower, pause-leader, pause-follower,
+partition-leader, cut-leader, cut-follower, one-way-leader, one-way-follower, link-leader (the
+link between the leader and a follower cut both ways), mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
 out_dir, ...) returns a report dict (report["ok"]); run_checked asserts that it passed.
 """
 import argparse
@@ -33,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 GO_DIR = HERE.parent / "go"
 NEMESES = ("none", "kill-leader", "kill-follower", "pause-leader", "pause-follower",
            "partition-leader", "cut-leader", "cut-follower", "one-way-leader", "one-way-follower",
-           "mixed")
+           "link-leader", "mixed")
 
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
@@ -205,20 +206,18 @@ class Nemesis(threading.Thread):
                     if self.ens.namespaces is not None:
                         choices += ["cut-leader", "cut-follower"]
                         if shutil.which("nft") is not None:
-                            choices += ["one-way-leader", "one-way-follower"]
+                            choices += ["one-way-leader", "one-way-follower", "link-leader"]
                     kind = self.rng.choice(choices)
                 leader = self.target_leader()
                 if leader is None:
                     self.log("no leader to target")
                     continue
-                if kind.endswith("-follower"):
-                    followers = self.ens.followers()
-                    if not followers:
-                        self.log("no follower to target")
-                        continue
-                    target = self.rng.choice(followers)
-                else:
-                    target = leader
+                followers = self.ens.followers()
+                if (kind.endswith("-follower") or kind.startswith("link")) and not followers:
+                    self.log("no follower to target")
+                    continue
+                target = self.rng.choice(followers) if kind.endswith("-follower") else leader
+                other = self.rng.choice(followers) if kind.startswith("link") else None
                 self.faults += 1
                 ens = self.ens
                 way = self.rng.choice(("in", "out")) if kind.startswith("one-way") else None
@@ -232,6 +231,9 @@ class Nemesis(threading.Thread):
                     "one-way": ((f"cut {target}'s packets {way} from its peers ({kind})",
                                  lambda t: ens.cut_network(t, way)),
                                 (f"mend {target}'s network", ens.mend_network)),
+                    "link": ((f"cut the link between {target} and {other} ({kind})",
+                              lambda t: ens.cut_network(t, "both", [other])),
+                             (f"mend {target}'s network", ens.mend_network)),
                 }[kind.rsplit("-", 1)[0]]
                 self.log(doing)
                 act(target)

@@ -9,9 +9,11 @@ and further apart: a member that waits for them after the network comes back rej
 later (26 s after a 30 s cut, in the forty-fifth session's runs). A cut may also go one way only:
 a member that hears nothing from its peers, or whose peers hear nothing from it, while its
 clients still reach it. A leader cut either way must be replaced, and serve again as a member
-once mended. Under a kazoo load, the leader or a follower cut off for a few seconds at a time,
-both ways or one, must leave a history that porcupine finds linearizable, in session order, with
-no acknowledged write missing (as in test_ensemble_faults.py).
+once mended. A cut of one link only (between the leader and a follower, or between two
+followers) must change no leader. Under a kazoo load, the leader or a follower cut off for a few
+seconds at a time, both ways, one way, or from one peer, must leave a history that porcupine
+finds linearizable, in session order, with no acknowledged write missing (as in
+test_ensemble_faults.py).
 
 Needs root (namespaces, a bridge), nftables' nft (the one-way cuts) and Go (the checker);
 ZK_KIND=apache runs it against Debian's ZooKeeper. ZK_ENSEMBLE_SECONDS sets the workload length
@@ -138,6 +140,41 @@ def test_a_leader_cut_one_way_from_its_peers_is_replaced_and_serves_again_once_m
         writer.stop()
 
 
+@NEEDS_NFT
+@pytest.mark.parametrize("ends", ["leader-follower", "follower-follower"])
+def test_a_link_cut_between_two_members_changes_no_leader(ensemble, ends):
+    """The leader keeps a quorum through its other follower, and a follower cut from it alone
+    finds it named by that follower: no one must start an election that unseats it."""
+    ens = ensemble
+    leader = workload.recover(ens)
+    followers = ens.followers()
+    one, other = (leader, followers[0]) if ends == "leader-follower" else followers
+    writer = client_of(ens, leader)
+    parent = writer.create(f"/link-cut-{ends}-", sequence=True)
+    try:
+        ens.cut_network(one, "both", [other])
+        # Past the leader's and the followers' timeouts on each other (syncLimit, 2.5 s).
+        deadline = time.monotonic() + 3 * 2.5
+        written = 0
+        while time.monotonic() < deadline:
+            writer.create(f"{parent}/write-", b"x", sequence=True)
+            written += 1
+            assert ens.leader() == leader, f"the leader changed: {ens.modes()}"
+            time.sleep(0.25)
+        ens.mend_network(one)
+        ens.wait_quorum(timeout_s=REJOIN_S, servers=ens.ids)
+        assert ens.leader() == leader
+        for sid in (one, other):
+            reader = client_of(ens, sid)
+            try:
+                reader.sync("/")
+                assert len(reader.get_children(parent)) == written, f"server {sid}"
+            finally:
+                reader.stop()
+    finally:
+        writer.stop()
+
+
 NEEDS_GO = pytest.mark.skipif(shutil.which("go") is None, reason="the history checker needs Go")
 
 
@@ -161,3 +198,9 @@ def test_leader_cut_one_way_under_load(ensemble, tmp_path):
 @NEEDS_NFT
 def test_follower_cut_one_way_under_load(ensemble, tmp_path):
     workload.run_checked(ensemble, tmp_path, "one-way-follower", SECONDS)
+
+
+@NEEDS_GO
+@NEEDS_NFT
+def test_link_between_the_leader_and_a_follower_cut_under_load(ensemble, tmp_path):
+    workload.run_checked(ensemble, tmp_path, "link-leader", SECONDS)
