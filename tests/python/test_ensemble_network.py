@@ -179,28 +179,12 @@ NEEDS_GO = pytest.mark.skipif(shutil.which("go") is None, reason="the history ch
 
 
 @NEEDS_GO
-def test_leader_cut_off_silently_under_load(ensemble, tmp_path):
-    workload.run_checked(ensemble, tmp_path, "cut-leader", SECONDS)
-
-
-@NEEDS_GO
-def test_follower_cut_off_silently_under_load(ensemble, tmp_path):
-    workload.run_checked(ensemble, tmp_path, "cut-follower", SECONDS)
-
-
-@NEEDS_GO
-@NEEDS_NFT
-def test_leader_cut_one_way_under_load(ensemble, tmp_path):
-    workload.run_checked(ensemble, tmp_path, "one-way-leader", SECONDS)
-
-
-@NEEDS_GO
-@NEEDS_NFT
-def test_follower_cut_one_way_under_load(ensemble, tmp_path):
-    workload.run_checked(ensemble, tmp_path, "one-way-follower", SECONDS)
-
-
-@NEEDS_GO
-@NEEDS_NFT
-def test_link_between_the_leader_and_a_follower_cut_under_load(ensemble, tmp_path):
-    workload.run_checked(ensemble, tmp_path, "link-leader", SECONDS)
+@pytest.mark.parametrize("nemesis", [
+    "cut-leader",
+    "cut-follower",
+    pytest.param("one-way-leader", marks=NEEDS_NFT),
+    pytest.param("one-way-follower", marks=NEEDS_NFT),
+    pytest.param("link-leader", marks=NEEDS_NFT),
+])
+def test_cuts_under_load(ensemble, tmp_path, nemesis):
+    workload.run_checked(ensemble, tmp_path, nemesis, SECONDS)
