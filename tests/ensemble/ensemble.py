@@ -145,8 +145,14 @@ class Namespaces:
 
     @staticmethod
     def layout():
-        tag = os.getpid() % 100000
-        return {"tag": tag, "subnet": f"198.18.{tag % 250}"}
+        """A tag, and so a subnet, that no bridge of another ensemble on this machine holds:
+        the first free one from the creating process's pid on (one process may create several
+        ensembles)."""
+        for step in range(250):
+            tag = (os.getpid() + step) % 250
+            if not Path(f"/sys/class/net/zl{tag}br").exists():
+                return {"tag": tag, "subnet": f"198.18.{tag}"}
+        raise NetworkUnavailable("every 198.18.N subnet has an ensemble's bridge on it")
 
     @property
     def bridge(self):
