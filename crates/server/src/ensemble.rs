@@ -22,7 +22,8 @@
 //! as leader (see `check_entry`). A connection the network lost without a word is given up
 //! too, rather than left to TCP's ever slower retransmissions: a dialled one once what was
 //! written on it goes unacknowledged too long (see `DialSettings`), a received one once its
-//! peer dials again.
+//! peer dials again. One the network gives back sooner passes again within a second, since
+//! TCP resends on a dialled connection at least that often (see `bound_resend_gap`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -1181,6 +1182,38 @@ fn bound_unacknowledged(stream: &TcpStream, timeout_ms: u32) -> std::io::Result<
     socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout))
 }
 
+/// Linux's TCP_RTO_MAX_MS (`include/uapi/linux/tcp.h`, Linux 6.14 and later), which the libc
+/// crate does not name yet.
+const TCP_RTO_MAX_MS: libc::c_int = 44;
+/// The longest TCP may wait between resends of what a peer has not acknowledged: the least
+/// Linux allows. Left to itself, TCP doubles the wait up to two minutes, so after a partition
+/// shorter than the unacknowledged bound (which then never drops the connection) the peer
+/// would hear nothing until the next resend, seconds after the network came back.
+const RESEND_GAP_MAX_MS: libc::c_int = 1000;
+
+/// Caps the wait between `stream`'s resends at [`RESEND_GAP_MAX_MS`]; an error on a kernel
+/// without the option (ENOPROTOOPT), where the wait keeps TCP's own cap.
+fn bound_resend_gap(stream: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let gap_ms = RESEND_GAP_MAX_MS;
+    // SAFETY: the descriptor is `stream`'s own, open for the duration of the call, and the
+    // option value is read from a local c_int of the length given.
+    let done = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            TCP_RTO_MAX_MS,
+            (&gap_ms as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Keeps a connection to one peer and writes what the protocol sends it.
 async fn dial_loop(
     me: ServerId,
@@ -1217,6 +1250,9 @@ async fn dial_loop(
         let _ = stream.set_nodelay(true);
         if let Err(error) = bound_unacknowledged(&stream, settings.unacknowledged_max_ms) {
             tracing::warn!(peer, %error, "cannot bound how long a peer may leave writes unacknowledged");
+        }
+        if let Err(error) = bound_resend_gap(&stream) {
+            tracing::debug!(peer, %error, "cannot bound TCP's wait between resends to a peer");
         }
         let mut writer = BufWriter::with_capacity(256 * 1024, stream);
         // Flushed at once: a peer drops a connection that has not said hello within 5 s,
@@ -1900,6 +1936,15 @@ mod tests {
         }
     }
 
+    /// A connection on loopback, with the listener that holds its other end.
+    async fn a_connection() -> (TcpListener, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        (listener, stream)
+    }
+
     /// A connection to `address` that has said hello as server `me`.
     async fn dialled_in_as(me: ServerId, address: SocketAddr) -> TcpStream {
         let mut stream = TcpStream::connect(address).await.unwrap();
@@ -2049,13 +2094,35 @@ mod tests {
 
     #[tokio::test]
     async fn a_dialled_connection_bounds_how_long_its_writes_may_go_unacknowledged() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let stream = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
+        let (_listener, stream) = a_connection().await;
         bound_unacknowledged(&stream, 2500).unwrap();
         let set = socket2::SockRef::from(&stream).tcp_user_timeout().unwrap();
         assert_eq!(set, Some(Duration::from_millis(2500)));
+    }
+
+    #[tokio::test]
+    async fn a_dialled_connection_bounds_the_wait_between_resends_where_the_kernel_can() {
+        use std::os::fd::AsRawFd;
+        let (_listener, stream) = a_connection().await;
+        if let Err(error) = bound_resend_gap(&stream) {
+            assert_eq!(error.raw_os_error(), Some(libc::ENOPROTOOPT), "{error}");
+            return;
+        }
+        let mut gap_ms: libc::c_int = 0;
+        let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `stream`'s own descriptor; the kernel writes at most `length` bytes into
+        // the local c_int and the new length into `length`.
+        let done = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                TCP_RTO_MAX_MS,
+                (&mut gap_ms as *mut libc::c_int).cast(),
+                &mut length,
+            )
+        };
+        assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
+        assert_eq!(gap_ms, RESEND_GAP_MAX_MS);
     }
 
     #[test]
