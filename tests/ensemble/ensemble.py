@@ -486,8 +486,8 @@ class Ensemble:
         """Loses server sid's packets silently. Given no peers, every packet to or from it
         (direction "both": it is off the network, to clients too), or only those it receives
         from the other servers ("in"), or only those it sends them ("out"). Given peers (server
-        ids), only its packets with those, one way or both. Clients reach it but in the first
-        case."""
+        ids), only its packets with those, one way or both. Clients still reach it, except in
+        the first case."""
         if direction == "both" and peers is None:
             self.namespaces.cut(sid)
             return

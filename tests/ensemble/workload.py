@@ -9,8 +9,9 @@ DIR is an ensemble started by `zk-ensemble up` (partition faults need --proxy; t
 cut-*, one-way-* and link-leader, need an ensemble created with network="namespaces", and the
 last two nftables' nft). Nemeses: none, kill-leader, kill-follower, pause-leader, pause-follower,
 partition-leader, cut-leader, cut-follower, one-way-leader, one-way-follower, link-leader (the
-link between the leader and a follower cut both ways), mixed. Exit 0 when every check passes. From Python: run_workload(Ensemble(DIR),
-out_dir, ...) returns a report dict (report["ok"]); run_checked asserts that it passed.
+link between the leader and a follower cut both ways), mixed. Exit 0 when every check passes.
+From Python: run_workload(Ensemble(DIR), out_dir, ...) returns a report dict (report["ok"]);
+run_checked asserts that it passed.
 """
 import argparse
 import json
@@ -228,8 +229,8 @@ class Nemesis(threading.Thread):
                     "partition": ((f"isolate {target}", ens.isolate), ("heal", lambda _: ens.heal())),
                     "cut": ((f"cut {target} off the network ({kind})", ens.cut_network),
                             (f"mend {target}'s network", ens.mend_network)),
-                    "one-way": ((f"cut {target}'s packets {way} from its peers ({kind})",
-                                 lambda t: ens.cut_network(t, way)),
+                    "one-way": ((f"cut what {target} {'hears from' if way == 'in' else 'says to'}"
+                                 f" its peers ({kind})", lambda t: ens.cut_network(t, way)),
                                 (f"mend {target}'s network", ens.mend_network)),
                     "link": ((f"cut the link between {target} and {other} ({kind})",
                               lambda t: ens.cut_network(t, "both", [other])),
