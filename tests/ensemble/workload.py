@@ -213,8 +213,9 @@ class Nemesis(threading.Thread):
                 if leader is None:
                     self.log("no leader to target")
                     continue
-                followers = self.ens.followers()
-                if (kind.endswith("-follower") or kind.startswith("link")) and not followers:
+                needs_follower = kind.endswith("-follower") or kind.startswith("link")
+                followers = self.ens.followers() if needs_follower else []
+                if needs_follower and not followers:
                     self.log("no follower to target")
                     continue
                 target = self.rng.choice(followers) if kind.endswith("-follower") else leader
